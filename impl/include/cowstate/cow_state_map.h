@@ -1,0 +1,1089 @@
+// CowStateMap: a chained hash map from (key, namespace) to state with copy-on-write
+// snapshots, after Apache Flink's CopyOnWriteStateMap.
+//
+// Layout
+// ------
+// Entries live in an EntryPool (cowstate/entry_pool.h) and are named by 32-bit indices
+// (0 = none), so a bucket costs 4 bytes and an entry for (u64, i32) -> i64 costs 32.
+// The table is an array of bucket heads; each bucket is a singly linked chain. An entry
+// holds key, namespace, state, hash, next, entry_version and (for boxed states)
+// state_version. Small trivially copyable states are stored inline in the entry; other
+// states are boxed (heap-allocated, pointed to by the entry) so that copies of an entry
+// share them.
+//
+// Versions
+// --------
+// `map_version` [stateMapVersion] grows by one per snapshot start; the new value is that
+// snapshot's version. H = highest_required_version [highestRequiredSnapshotVersion] is the
+// largest live snapshot version, or 0. A snapshot at version v sees exactly the entries
+// reachable from the bucket heads copied at its start; all of them have entry_version < v.
+//
+// Copy-on-write rule
+// ------------------
+// An entry with entry_version < H may be reachable from a live snapshot and is never
+// written again. To change it (its state, or its `next` because a later entry is removed)
+// the writer copies the chain prefix from the bucket head up to it; the copies get
+// entry_version = map_version and share boxed states with the originals. A boxed state
+// with state_version < H is never mutated or handed out mutably; it is copied first.
+// With no live snapshot (H = 0) nothing is ever copied: identity is preserved.
+//
+// Incremental rehash
+// ------------------
+// When size exceeds 0.75 * capacity, a table of twice the capacity is allocated and every
+// keyed operation (reads included) first moves whole buckets from the old table until at
+// least 4 entries moved. Old-table buckets below `rehash_index` are empty; their entries
+// live in the new table. Shared entries are copied as they move.
+//
+// Memory
+// ------
+// An entry or boxed state that the writer unlinks while a live snapshot may still reach it
+// is retired, not freed: it records its birth version b (entry_version / state_version)
+// and the map version r at retirement, and may be seen exactly by snapshots v with
+// b < v <= r. It is freed once no such snapshot is live. Freeing happens on the writer
+// thread, at its next operation after a release (or at once when the writer releases).
+//
+// Thread safety
+// -------------
+// One writer thread calls every non-const member except those marked "any thread".
+// Snapshot handles may be iterated and released on any thread. H and a release sequence
+// number share one atomic word: the writer reads it with acquire at the start of each
+// operation, so everything a releasing thread read in its snapshot happens-before the
+// writer reuses that memory. A stale H is never lower than the truth (only the writer
+// raises it), so a stale read can only over-copy. Entries reachable from a live snapshot
+// are never written, so snapshot readers need no locks. `mu_` guards the set of live
+// versions and is taken only at snapshot start, release and reclamation.
+//
+// Invariants (docs/invariants.md; cited by id in assertions and check_invariants())
+// ----------
+//  I1  map_version and snapshot versions only grow; live versions are distinct and <= map_version.
+//  I2  H equals the largest live snapshot version, or 0 when none is live.
+//  I3  No entry with entry_version < H is written.
+//  I4  No boxed state with state_version < H is mutated or handed out mutably.
+//  I5  primary_size + rehash_size equals the number of entries reachable from the tables.
+//  I6  Rehash location: an entry sits in the bucket its hash selects in its table; old-table
+//      buckets below rehash_index are empty.
+//  I7  A key appears at most once in the live map; each entry's hash is hash(key, namespace).
+//  I8  Capacities are powers of two within [min_capacity, max_capacity].
+//  I9  A snapshot's head array is at least as long as the map's size at its start.
+//  I10 Retired memory is unreachable from the live tables and is freed only when no live
+//      snapshot v with b < v <= r remains; with no live snapshot nothing stays retired.
+//  I11 Live entries own distinct boxed states; entry and state versions are <= map_version.
+//  I12 Pool accounting: live + retired + free slots = slots ever allocated.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "cowstate/assert.h"
+#include "cowstate/entry_pool.h"
+#include "cowstate/hooks.h"
+
+namespace cowstate {
+
+// Capacity limits. All are rounded up to powers of two.
+struct MapOptions {
+  std::uint32_t initial_capacity = 128;
+  std::uint32_t min_capacity = 4;
+  std::uint32_t max_capacity = 1u << 30;
+};
+
+namespace detail {
+// MurmurHash3's 64-bit finalizer: every input bit affects every output bit.
+constexpr std::uint64_t mix64(std::uint64_t x) noexcept {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+}  // namespace detail
+
+// Default composite hash of (key, namespace), as Flink's bitMix(keyHash ^ nsHash).
+template <class K, class N>
+struct DefaultHash {
+  std::uint32_t operator()(const K& key, const N& ns) const noexcept {
+    const std::uint64_t k = static_cast<std::uint64_t>(std::hash<K>{}(key));
+    const std::uint64_t n = static_cast<std::uint64_t>(std::hash<N>{}(ns));
+    return static_cast<std::uint32_t>(detail::mix64(k ^ (n * 0x9e3779b97f4a7c15ULL)) >> 32);
+  }
+};
+
+// Whether a state type is stored inside the entry (copied with it) rather than boxed.
+// Specialize to force either layout.
+template <class S>
+inline constexpr bool kInlineState = std::is_trivially_copyable_v<S> && sizeof(S) <= 16;
+
+// What an incremental visitor's callback decides for one entry.
+template <class S>
+class VisitResult {
+ public:
+  static VisitResult keep() { return VisitResult(Kind::keep, std::nullopt); }
+  static VisitResult remove() { return VisitResult(Kind::remove, std::nullopt); }
+  static VisitResult replace(S state) { return VisitResult(Kind::replace, std::move(state)); }
+
+  enum class Kind : std::uint8_t { keep, remove, replace };
+  Kind kind() const noexcept { return kind_; }
+  S& replacement() { return *replacement_; }
+
+ private:
+  VisitResult(Kind kind, std::optional<S> s) : kind_(kind), replacement_(std::move(s)) {}
+  Kind kind_;
+  std::optional<S> replacement_;
+};
+
+// Position of an incremental visitor; survives across calls and map mutations.
+struct VisitCursor {
+  std::uint8_t table = 0;  // 0: primary, 1: rehash table
+  std::uint32_t bucket = 0;
+};
+
+struct CowStateMapAccess;  // the one friend: tests, simulator and explain renderers
+
+template <class K, class N, class S, class Hash = DefaultHash<K, N>>
+class CowStateMapSnapshot;
+
+template <class K, class N, class S, class Hash = DefaultHash<K, N>>
+class CowStateMap {
+ public:
+  static constexpr bool kInline = kInlineState<S>;
+  using key_type = K;
+  using namespace_type = N;
+  using state_type = S;
+  using Snapshot = CowStateMapSnapshot<K, N, S, Hash>;
+
+  explicit CowStateMap(MapOptions options = {}, Hash hash = {});
+  ~CowStateMap();
+  CowStateMap(const CowStateMap&) = delete;
+  CowStateMap& operator=(const CowStateMap&) = delete;
+
+  // The state of (key, ns), or nullptr. Never copies. Valid until the next writer call.
+  const S* get(const K& key, const N& ns);
+  // A state the caller may mutate in place, or nullptr. Copies it first when a live
+  // snapshot may see it. Valid until the next writer call.
+  S* get_mutable(const K& key, const N& ns);
+  bool contains(const K& key, const N& ns);
+  void put(const K& key, const N& ns, S state);
+  std::optional<S> put_and_get_old(const K& key, const N& ns, S state);
+  bool remove(const K& key, const N& ns);
+  std::optional<S> remove_and_get_old(const K& key, const N& ns);
+  // Puts fn(old_or_nullptr, value) -> S. Nothing changes if fn throws.
+  template <class T, class F>
+  void transform(const K& key, const N& ns, const T& value, F&& fn);
+
+  std::size_t size() const noexcept { return primary_size_ + rehash_size_; }
+  bool empty() const noexcept { return size() == 0; }
+
+  // Calls fn(key, ns, state) for every live entry; fn must not modify the map.
+  template <class F>
+  void for_each(F&& fn) const;
+
+  // Visits whole chains from `cursor` until at least `max_entries` entries were seen or
+  // every bucket was scanned once; fn(key, ns, state) -> VisitResult<S>. Removals and
+  // replacements go through remove()/put() after each chain, so copy-on-write applies.
+  // Cycles forever over the map; returns the number of entries visited.
+  template <class F>
+  std::size_t visit_incremental(VisitCursor& cursor, std::size_t max_entries, F&& fn);
+
+  // Starts a snapshot: bumps the map version and copies the bucket heads.
+  Snapshot snapshot();
+
+  // Writer-side: frees what released snapshots no longer need; returns what stays retired.
+  std::size_t retired_count();
+
+  std::uint32_t map_version() const noexcept { return map_version_; }
+  // Any thread.
+  std::uint32_t highest_required_version() const noexcept {
+    return low32(sync_.load(std::memory_order_acquire));
+  }
+  std::uint32_t capacity() const noexcept { return primary_cap(); }
+  bool rehashing() const noexcept { return !rehash_.empty(); }
+
+  // Deep O(n) check of every invariant; prints the first broken one (by id) to stderr.
+  bool check_invariants() const;
+
+ private:
+  friend struct CowStateMapAccess;
+  friend class CowStateMapSnapshot<K, N, S, Hash>;
+
+  using StateSlot = std::conditional_t<kInline, S, S*>;
+  struct NoStateVersion {};
+  struct Entry {
+    K key;
+    StateSlot state;
+    N ns;
+    std::uint32_t next;
+    std::uint32_t hash;
+    std::uint32_t entry_version;
+    [[no_unique_address]] std::conditional_t<kInline, NoStateVersion, std::uint32_t> state_version;
+  };
+  struct RetiredEntry {
+    std::uint32_t index;
+    std::uint32_t retired_at;
+  };
+  struct RetiredState {
+    S* state;
+    std::uint32_t birth;
+    std::uint32_t retired_at;
+  };
+  using Table = std::vector<std::uint32_t>;
+
+  static std::uint32_t low32(std::uint64_t w) noexcept { return static_cast<std::uint32_t>(w); }
+  static std::uint32_t high32(std::uint64_t w) noexcept {
+    return static_cast<std::uint32_t>(w >> 32);
+  }
+  static std::uint64_t pack(std::uint32_t release_seq, std::uint32_t h) noexcept {
+    return (std::uint64_t{release_seq} << 32) | h;
+  }
+
+  // The copy-on-write decisions, in one place each (I3, I4).
+  static bool must_copy_entry(std::uint32_t entry_version, std::uint32_t h) noexcept {
+    if (COWSTATE_MUTANT(entry_version_le)) return entry_version <= h;
+    return entry_version < h;
+  }
+  static bool must_copy_state(std::uint32_t state_version, std::uint32_t h) noexcept {
+    if (COWSTATE_MUTANT(state_version_le)) return state_version <= h;
+    return state_version < h;
+  }
+
+  Entry& at(std::uint32_t i) noexcept { return pool_.at(i); }
+  const Entry& at(std::uint32_t i) const noexcept { return pool_.at(i); }
+  std::uint32_t primary_cap() const noexcept { return static_cast<std::uint32_t>(primary_.size()); }
+  Table& table_for(std::uint32_t hash) noexcept {
+    return (hash & (primary_cap() - 1)) >= rehash_index_ ? primary_ : rehash_;
+  }
+  static std::uint32_t bucket_of(const Table& t, std::uint32_t hash) noexcept {
+    return hash & static_cast<std::uint32_t>(t.size() - 1);
+  }
+  static std::uint32_t round_pow2(std::uint32_t v) noexcept {
+    return v <= 1 ? 1u : std::bit_ceil(v);
+  }
+  std::uint32_t threshold_for(std::uint32_t cap) const noexcept {
+    return cap >= max_capacity_ ? std::numeric_limits<std::uint32_t>::max() : (cap >> 1) + (cap >> 2);
+  }
+
+  // Every keyed writer operation starts here: reads H, reclaims after releases and takes
+  // an incremental rehash step. Returns H for this operation.
+  std::uint32_t begin_op();
+  void reclaim();
+  void incremental_rehash(std::uint32_t h);
+  void double_capacity();
+  // Index of (key, ns) in `table`'s bucket `b`, or 0; `prev` gets its predecessor.
+  std::uint32_t find_in(const Table& table, std::uint32_t b, std::uint32_t hash, const K& key,
+                        const N& ns, std::uint32_t* prev) const;
+  // Copies the chain prefix of bucket `b` up to `until` where shared; returns the
+  // writable entry standing for `until`.
+  std::uint32_t copy_chain_prefix(Table& table, std::uint32_t b, std::uint32_t until,
+                                  std::uint32_t h);
+  std::uint32_t copy_entry(std::uint32_t src);
+  void retire_entry(std::uint32_t index);
+  void retire_state(S* state, std::uint32_t birth);
+  // Unlinks entry `i` (predecessor `prev`, 0 for the head) and disposes of it.
+  void unlink(Table& t, std::uint32_t b, std::uint32_t i, std::uint32_t prev, std::uint32_t h);
+  // Disposes of an unlinked entry: retires what a live snapshot may see, frees the rest.
+  void dispose_unlinked(std::uint32_t index, std::uint32_t h);
+  void free_entry(std::uint32_t index) noexcept;
+  // Sets the state of writable entry `e` to `state` (I3 checked by the caller).
+  void assign_state(Entry& e, S&& state, std::uint32_t h);
+  // Moves or copies the state out of an entry that is about to change.
+  S take_old_state(Entry& e, std::uint32_t h);
+  // Inserts a new entry at the head of the bucket (grows first if needed).
+  void insert_new(Table* table, std::uint32_t hash, const K& key, const N& ns, S&& state);
+  // Returns the writable entry for (key, ns) found at `idx` in `table`.
+  std::uint32_t make_writable(Table& table, std::uint32_t b, std::uint32_t idx, std::uint32_t h);
+  bool release_snapshot(std::uint32_t version);  // any thread
+  static S& state_ref(Entry& e) noexcept {
+    if constexpr (kInline) return e.state;
+    else return *e.state;
+  }
+  static const S& state_ref(const Entry& e) noexcept {
+    if constexpr (kInline) return e.state;
+    else return *e.state;
+  }
+
+  // Configuration (immutable after construction).
+  std::uint32_t min_capacity_;
+  std::uint32_t max_capacity_;
+  [[no_unique_address]] Hash hash_;
+
+  // Writer thread only.
+  EntryPool<Entry> pool_;
+  Table primary_;
+  Table rehash_;  // empty unless a rehash is in flight
+  std::uint32_t primary_size_ = 0;
+  std::uint32_t rehash_size_ = 0;
+  std::uint32_t rehash_index_ = 0;
+  std::uint32_t threshold_ = 0;
+  std::uint32_t map_version_ = 0;
+  std::uint32_t seen_release_seq_ = 0;
+  std::vector<RetiredEntry> retired_entries_;
+  std::vector<RetiredState> retired_states_;
+
+  // Any thread: H in the low half, the release sequence number in the high half.
+  std::atomic<std::uint64_t> sync_{0};
+
+  // Guarded by mu_.
+  mutable std::mutex mu_;
+  std::vector<std::uint32_t> live_versions_;  // ascending
+  std::uint32_t release_seq_ = 0;
+};
+
+// A frozen view of a CowStateMap at one version. Move-only. Iterate and release on any
+// thread; release is idempotent and also happens on destruction.
+// REQUIRES: the map outlives the snapshot.
+template <class K, class N, class S, class Hash>
+class CowStateMapSnapshot {
+  using Map = CowStateMap<K, N, S, Hash>;
+
+ public:
+  struct EntryRef {
+    const K& key;
+    const N& ns;
+    const S& state;
+  };
+
+  // Forward iteration over the frozen entries, bucket by bucket, prefetching ahead.
+  class Cursor {
+   public:
+    Cursor() = default;
+    explicit Cursor(const CowStateMapSnapshot* s) : snap_(s) { advance_bucket(0); }
+    bool done() const noexcept { return current_ == 0; }
+    EntryRef get() const {
+      const auto& e = snap_->map_->at(current_);
+      return EntryRef{e.key, e.ns, Map::state_ref(e)};
+    }
+    // True when the current entry is the last of its chain.
+    bool at_chain_end() const { return snap_->map_->at(current_).next == 0; }
+    void next() {
+      const std::uint32_t n = snap_->map_->at(current_).next;
+      if (n != 0) {
+        current_ = n;
+      } else {
+        advance_bucket(bucket_ + 1);
+      }
+    }
+
+   private:
+    static constexpr std::uint32_t kPrefetchDistance = 16;
+    void advance_bucket(std::size_t from) {
+      const auto& heads = snap_->heads_;
+      for (std::size_t b = from; b < heads.size(); ++b) {
+        if (b + kPrefetchDistance < heads.size()) {
+          const std::uint32_t ahead = heads[b + kPrefetchDistance];
+          if (ahead != 0) __builtin_prefetch(&snap_->map_->at(ahead));
+        }
+        if (heads[b] != 0) {
+          bucket_ = b;
+          current_ = heads[b];
+          return;
+        }
+      }
+      bucket_ = heads.size();
+      current_ = 0;
+    }
+    const CowStateMapSnapshot* snap_ = nullptr;
+    std::size_t bucket_ = 0;
+    std::uint32_t current_ = 0;
+  };
+
+  CowStateMapSnapshot() = default;
+  CowStateMapSnapshot(CowStateMapSnapshot&& o) noexcept
+      : map_(std::exchange(o.map_, nullptr)),
+        version_(o.version_),
+        size_(o.size_),
+        heads_(std::move(o.heads_)),
+        released_(o.released_.load(std::memory_order_relaxed)) {}
+  CowStateMapSnapshot& operator=(CowStateMapSnapshot&& o) noexcept {
+    if (this != &o) {
+      release();
+      map_ = std::exchange(o.map_, nullptr);
+      version_ = o.version_;
+      size_ = o.size_;
+      heads_ = std::move(o.heads_);
+      released_.store(o.released_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    }
+    return *this;
+  }
+  ~CowStateMapSnapshot() { release(); }
+
+  std::uint32_t version() const noexcept { return version_; }
+  // Entries in the frozen view.
+  std::size_t size() const noexcept { return size_; }
+  bool valid() const noexcept { return map_ != nullptr && !released(); }
+  bool released() const noexcept { return released_.load(std::memory_order_acquire); }
+  Cursor cursor() const { return Cursor(this); }
+
+  template <class F>
+  void for_each(F&& fn) const {
+    COWSTATE_ASSERT(valid(), "I10", "iterating a released snapshot");
+    for (Cursor c = cursor(); !c.done(); c.next()) {
+      EntryRef r = c.get();
+      fn(r.key, r.ns, r.state);
+    }
+  }
+
+  // Idempotent; any thread. After it returns the snapshot must not be iterated.
+  void release() {
+    if (map_ == nullptr || released_.exchange(true, std::memory_order_acq_rel)) return;
+    map_->release_snapshot(version_);
+  }
+
+ private:
+  friend class CowStateMap<K, N, S, Hash>;
+  friend struct CowStateMapAccess;
+  CowStateMapSnapshot(Map* map, std::uint32_t version, std::size_t size,
+                      std::vector<std::uint32_t> heads)
+      : map_(map), version_(version), size_(size), heads_(std::move(heads)) {}
+
+  Map* map_ = nullptr;
+  std::uint32_t version_ = 0;
+  std::size_t size_ = 0;
+  std::vector<std::uint32_t> heads_;  // copied bucket heads, flattened; length >= size (I9)
+  std::atomic<bool> released_{false};
+};
+
+// ---------------------------------------------------------------------------------------
+// Implementation
+
+template <class K, class N, class S, class H>
+CowStateMap<K, N, S, H>::CowStateMap(MapOptions options, H hash)
+    : min_capacity_(round_pow2(options.min_capacity)),
+      max_capacity_(std::max(round_pow2(options.max_capacity), round_pow2(options.min_capacity))),
+      hash_(std::move(hash)) {
+  COWSTATE_ASSERT(max_capacity_ <= (1u << 30), "I8", "maximum capacity above 2^30");
+  const std::uint32_t cap =
+      std::clamp(round_pow2(options.initial_capacity), min_capacity_, max_capacity_);
+  primary_.assign(cap, 0);
+  threshold_ = threshold_for(cap);
+}
+
+template <class K, class N, class S, class H>
+CowStateMap<K, N, S, H>::~CowStateMap() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    COWSTATE_ASSERT(live_versions_.empty(), "I10", "map destroyed while a snapshot is live");
+  }
+  for (Table* t : {&primary_, &rehash_}) {
+    for (std::uint32_t head : *t) {
+      for (std::uint32_t i = head; i != 0;) {
+        const std::uint32_t n = at(i).next;
+        if constexpr (!kInline) delete at(i).state;
+        free_entry(i);
+        i = n;
+      }
+    }
+  }
+  for (const RetiredEntry& r : retired_entries_) free_entry(r.index);
+  for (const RetiredState& r : retired_states_) delete r.state;
+}
+
+template <class K, class N, class S, class H>
+std::uint32_t CowStateMap<K, N, S, H>::begin_op() {
+  const std::uint64_t w = sync_.load(std::memory_order_acquire);
+  if (high32(w) != seen_release_seq_) [[unlikely]] {
+    reclaim();
+  }
+  const std::uint32_t h = low32(w);
+  if (!rehash_.empty()) incremental_rehash(h);
+  return h;
+}
+
+template <class K, class N, class S, class H>
+void CowStateMap<K, N, S, H>::reclaim() {
+  std::vector<std::uint32_t> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live = live_versions_;
+    seen_release_seq_ = release_seq_;
+  }
+  // A retired item (birth b, retired at r) may be seen by live snapshot v iff b < v <= r.
+  auto visible = [&live](std::uint32_t b, std::uint32_t r) {
+    if (COWSTATE_MUTANT(free_retired_early)) {
+      return !live.empty() && b < live.back() && live.back() <= r;
+    }
+    auto it = std::upper_bound(live.begin(), live.end(), b);
+    return it != live.end() && *it <= r;
+  };
+  std::size_t kept = 0;
+  for (const RetiredEntry& r : retired_entries_) {
+    if (visible(at(r.index).entry_version, r.retired_at)) {
+      retired_entries_[kept++] = r;
+    } else {
+      free_entry(r.index);
+    }
+  }
+  retired_entries_.resize(kept);
+  kept = 0;
+  for (const RetiredState& r : retired_states_) {
+    if (visible(r.birth, r.retired_at)) {
+      retired_states_[kept++] = r;
+    } else {
+      delete r.state;
+    }
+  }
+  retired_states_.resize(kept);
+  COWSTATE_ASSERT(!live.empty() || (retired_entries_.empty() && retired_states_.empty()), "I10",
+                  "retired memory remains with no live snapshot");
+}
+
+template <class K, class N, class S, class H>
+std::size_t CowStateMap<K, N, S, H>::retired_count() {
+  if (high32(sync_.load(std::memory_order_acquire)) != seen_release_seq_) reclaim();
+  return retired_entries_.size() + retired_states_.size();
+}
+
+template <class K, class N, class S, class H>
+void CowStateMap<K, N, S, H>::free_entry(std::uint32_t index) noexcept {
+  pool_.destroy(index);
+}
+
+template <class K, class N, class S, class H>
+void CowStateMap<K, N, S, H>::retire_entry(std::uint32_t index) {
+  retired_entries_.push_back(RetiredEntry{index, map_version_});
+}
+
+template <class K, class N, class S, class H>
+void CowStateMap<K, N, S, H>::retire_state(S* state, std::uint32_t birth) {
+  retired_states_.push_back(RetiredState{state, birth, map_version_});
+}
+
+template <class K, class N, class S, class H>
+std::uint32_t CowStateMap<K, N, S, H>::copy_entry(std::uint32_t src) {
+  const std::uint32_t idx = pool_.allocate();
+  const Entry& s = at(src);
+  Entry* e = new (&at(idx)) Entry{s.key, s.state, s.ns, s.next, s.hash, map_version_, s.state_version};
+  (void)e;
+  retire_entry(src);
+  return idx;
+}
+
+template <class K, class N, class S, class H>
+std::uint32_t CowStateMap<K, N, S, H>::copy_chain_prefix(Table& table, std::uint32_t b,
+                                                         std::uint32_t until, std::uint32_t h) {
+  std::uint32_t current = table[b];
+  std::uint32_t copy;
+  if (must_copy_entry(at(current).entry_version, h)) {
+    copy = copy_entry(current);
+    table[b] = copy;
+  } else {
+    copy = current;
+  }
+  while (current != until) {
+    COWSTATE_YIELD("map.copy_chain_prefix");
+    current = at(current).next;
+    COWSTATE_ASSERT(current != 0, "I5", "entry to copy up to is not in its chain");
+    if (must_copy_entry(at(current).entry_version, h)) {
+      const std::uint32_t c = copy_entry(current);
+      COWSTATE_ASSERT(at(copy).entry_version >= h, "I3", "relinking a shared entry");
+      at(copy).next = c;
+      copy = c;
+    } else {
+      copy = current;
+    }
+  }
+  return copy;
+}
+
+template <class K, class N, class S, class H>
+std::uint32_t CowStateMap<K, N, S, H>::make_writable(Table& table, std::uint32_t b,
+                                                     std::uint32_t idx, std::uint32_t h) {
+  if (must_copy_entry(at(idx).entry_version, h) && !COWSTATE_MUTANT(skip_chain_prefix_copy)) {
+    idx = copy_chain_prefix(table, b, idx, h);
+  }
+  return idx;
+}
+
+template <class K, class N, class S, class H>
+void CowStateMap<K, N, S, H>::dispose_unlinked(std::uint32_t index, std::uint32_t h) {
+  Entry& e = at(index);
+  if constexpr (!kInline) {
+    if (must_copy_state(e.state_version, h)) {
+      retire_state(e.state, e.state_version);
+    } else {
+      delete e.state;
+    }
+    e.state = nullptr;
+  }
+  if (must_copy_entry(e.entry_version, h)) {
+    retire_entry(index);
+  } else {
+    free_entry(index);
+  }
+}
+
+template <class K, class N, class S, class H>
+void CowStateMap<K, N, S, H>::assign_state(Entry& e, S&& state, std::uint32_t h) {
+  COWSTATE_ASSERT(e.entry_version >= h || COWSTATE_MUTANT(skip_chain_prefix_copy), "I3",
+                  "assigning the state of a shared entry");
+  if constexpr (kInline) {
+    e.state = std::move(state);
+  } else {
+    if (must_copy_state(e.state_version, h)) {
+      S* fresh = new S(std::move(state));
+      retire_state(e.state, e.state_version);
+      e.state = fresh;
+    } else {
+      *e.state = std::move(state);
+    }
+    e.state_version = map_version_;
+  }
+}
+
+template <class K, class N, class S, class H>
+S CowStateMap<K, N, S, H>::take_old_state(Entry& e, std::uint32_t h) {
+  if constexpr (kInline) {
+    return e.state;
+  } else {
+    if (must_copy_state(e.state_version, h)) return S(*e.state);  // a snapshot may see it
+    return std::move(*e.state);
+  }
+}
+
+template <class K, class N, class S, class H>
+std::uint32_t CowStateMap<K, N, S, H>::find_in(const Table& table, std::uint32_t b,
+                                               std::uint32_t hash, const K& key, const N& ns,
+                                               std::uint32_t* prev) const {
+  std::uint32_t p = 0;
+  for (std::uint32_t i = table[b]; i != 0; p = i, i = at(i).next) {
+    const Entry& e = at(i);
+    if (e.hash == hash && e.key == key && e.ns == ns) {
+      if (prev != nullptr) *prev = p;
+      return i;
+    }
+  }
+  return 0;
+}
+
+template <class K, class N, class S, class H>
+const S* CowStateMap<K, N, S, H>::get(const K& key, const N& ns) {
+  begin_op();
+  const std::uint32_t hash = hash_(key, ns);
+  const Table& t = table_for(hash);
+  const std::uint32_t i = find_in(t, bucket_of(t, hash), hash, key, ns, nullptr);
+  return i == 0 ? nullptr : &state_ref(at(i));
+}
+
+template <class K, class N, class S, class H>
+bool CowStateMap<K, N, S, H>::contains(const K& key, const N& ns) {
+  return get(key, ns) != nullptr;
+}
+
+template <class K, class N, class S, class H>
+S* CowStateMap<K, N, S, H>::get_mutable(const K& key, const N& ns) {
+  const std::uint32_t h = begin_op();
+  const std::uint32_t hash = hash_(key, ns);
+  Table& t = table_for(hash);
+  const std::uint32_t b = bucket_of(t, hash);
+  std::uint32_t i = find_in(t, b, hash, key, ns, nullptr);
+  if (i == 0) return nullptr;
+  if constexpr (kInline) {
+    i = make_writable(t, b, i, h);
+    return &at(i).state;
+  } else {
+    if (must_copy_state(at(i).state_version, h) && !COWSTATE_MUTANT(shared_state_mutable)) {
+      i = make_writable(t, b, i, h);
+      Entry& e = at(i);
+      S* fresh = new S(*e.state);
+      retire_state(e.state, e.state_version);
+      e.state = fresh;
+      e.state_version = map_version_;
+    }
+    COWSTATE_ASSERT(at(i).state_version >= h || COWSTATE_MUTANT(shared_state_mutable), "I4",
+                    "handing out a shared state mutably");
+    return at(i).state;
+  }
+}
+
+template <class K, class N, class S, class H>
+void CowStateMap<K, N, S, H>::put(const K& key, const N& ns, S state) {
+  const std::uint32_t h = begin_op();
+  const std::uint32_t hash = hash_(key, ns);
+  Table& t = table_for(hash);
+  const std::uint32_t b = bucket_of(t, hash);
+  std::uint32_t i = find_in(t, b, hash, key, ns, nullptr);
+  if (i != 0) {
+    i = make_writable(t, b, i, h);
+    assign_state(at(i), std::move(state), h);
+    return;
+  }
+  insert_new(&t, hash, key, ns, std::move(state));
+}
+
+template <class K, class N, class S, class H>
+std::optional<S> CowStateMap<K, N, S, H>::put_and_get_old(const K& key, const N& ns, S state) {
+  const std::uint32_t h = begin_op();
+  const std::uint32_t hash = hash_(key, ns);
+  Table& t = table_for(hash);
+  const std::uint32_t b = bucket_of(t, hash);
+  std::uint32_t i = find_in(t, b, hash, key, ns, nullptr);
+  if (i != 0) {
+    i = make_writable(t, b, i, h);
+    std::optional<S> old(take_old_state(at(i), h));
+    assign_state(at(i), std::move(state), h);
+    return old;
+  }
+  insert_new(&t, hash, key, ns, std::move(state));
+  return std::nullopt;
+}
+
+template <class K, class N, class S, class H>
+template <class T, class F>
+void CowStateMap<K, N, S, H>::transform(const K& key, const N& ns, const T& value, F&& fn) {
+  const std::uint32_t h = begin_op();
+  const std::uint32_t hash = hash_(key, ns);
+  Table& t = table_for(hash);
+  const std::uint32_t b = bucket_of(t, hash);
+  std::uint32_t i = find_in(t, b, hash, key, ns, nullptr);
+  if (i != 0) {
+    S fresh = std::invoke(fn, static_cast<const S*>(&state_ref(at(i))), value);
+    i = make_writable(t, b, i, h);
+    assign_state(at(i), std::move(fresh), h);
+    return;
+  }
+  S fresh = std::invoke(fn, static_cast<const S*>(nullptr), value);
+  insert_new(&t, hash, key, ns, std::move(fresh));
+}
+
+template <class K, class N, class S, class H>
+void CowStateMap<K, N, S, H>::insert_new(Table* table, std::uint32_t hash, const K& key,
+                                         const N& ns, S&& state) {
+  // Flink's rule: grow when the size before this insert exceeds 0.75 * capacity. A rehash
+  // moves at least 4 entries per operation, so it always ends before the new table fills.
+  if (size() > threshold_ && !rehashing()) {
+    double_capacity();  // the primary table stays where it is; `table` remains valid
+  }
+  COWSTATE_YIELD("map.insert_new");
+  const std::uint32_t b = bucket_of(*table, hash);
+  const std::uint32_t idx = pool_.allocate();
+  if constexpr (kInline) {
+    new (&at(idx)) Entry{key, std::move(state), ns, (*table)[b], hash, map_version_, {}};
+  } else {
+    S* boxed = new S(std::move(state));
+    new (&at(idx)) Entry{key, boxed, ns, (*table)[b], hash, map_version_, map_version_};
+  }
+  (*table)[b] = idx;
+  if (table == &primary_) {
+    ++primary_size_;
+  } else {
+    ++rehash_size_;
+  }
+}
+
+template <class K, class N, class S, class H>
+void CowStateMap<K, N, S, H>::unlink(Table& t, std::uint32_t b, std::uint32_t i,
+                                     std::uint32_t prev, std::uint32_t h) {
+  if (prev == 0) {
+    t[b] = at(i).next;
+  } else {
+    prev = make_writable(t, b, prev, h);
+    COWSTATE_ASSERT(at(prev).entry_version >= h || COWSTATE_MUTANT(skip_chain_prefix_copy), "I3",
+                    "unlinking through a shared entry");
+    at(prev).next = at(i).next;
+  }
+  if (&t == &primary_) {
+    --primary_size_;
+  } else {
+    --rehash_size_;
+  }
+  dispose_unlinked(i, h);
+}
+
+template <class K, class N, class S, class H>
+bool CowStateMap<K, N, S, H>::remove(const K& key, const N& ns) {
+  const std::uint32_t h = begin_op();
+  const std::uint32_t hash = hash_(key, ns);
+  Table& t = table_for(hash);
+  const std::uint32_t b = bucket_of(t, hash);
+  std::uint32_t prev = 0;
+  const std::uint32_t i = find_in(t, b, hash, key, ns, &prev);
+  if (i == 0) return false;
+  unlink(t, b, i, prev, h);
+  return true;
+}
+
+template <class K, class N, class S, class H>
+std::optional<S> CowStateMap<K, N, S, H>::remove_and_get_old(const K& key, const N& ns) {
+  const std::uint32_t h = begin_op();
+  const std::uint32_t hash = hash_(key, ns);
+  Table& t = table_for(hash);
+  const std::uint32_t b = bucket_of(t, hash);
+  std::uint32_t prev = 0;
+  const std::uint32_t i = find_in(t, b, hash, key, ns, &prev);
+  if (i == 0) return std::nullopt;
+  std::optional<S> old(take_old_state(at(i), h));
+  unlink(t, b, i, prev, h);
+  return old;
+}
+
+template <class K, class N, class S, class H>
+void CowStateMap<K, N, S, H>::double_capacity() {
+  COWSTATE_ASSERT(rehash_.empty(), "I6", "a second rehash started while one is in flight");
+  const std::uint32_t old_cap = primary_cap();
+  if (old_cap >= max_capacity_) {
+    threshold_ = std::numeric_limits<std::uint32_t>::max();
+    return;
+  }
+  rehash_.assign(std::size_t{old_cap} * 2, 0);
+  rehash_index_ = 0;
+  threshold_ = threshold_for(old_cap * 2);
+}
+
+template <class K, class N, class S, class H>
+void CowStateMap<K, N, S, H>::incremental_rehash(std::uint32_t h) {
+  constexpr std::uint32_t kMinTransferred = 4;
+  const std::uint32_t old_cap = primary_cap();
+  const std::uint32_t new_mask = static_cast<std::uint32_t>(rehash_.size() - 1);
+  std::uint32_t transferred = 0;
+  std::uint32_t idx = rehash_index_;
+  while (transferred < kMinTransferred) {
+    std::uint32_t e = primary_[idx];
+    while (e != 0) {
+      COWSTATE_YIELD("map.rehash_move");
+      if (must_copy_entry(at(e).entry_version, h) && !COWSTATE_MUTANT(no_copy_in_rehash)) {
+        e = copy_entry(e);
+      }
+      Entry& moved = at(e);
+      const std::uint32_t next = moved.next;
+      const std::uint32_t pos = moved.hash & new_mask;
+      moved.next = rehash_[pos];
+      rehash_[pos] = e;
+      e = next;
+      ++transferred;
+    }
+    primary_[idx] = 0;
+    if (++idx == old_cap) {
+      COWSTATE_ASSERT(primary_size_ == transferred, "I5", "entries left behind in the old table");
+      primary_.swap(rehash_);
+      rehash_.clear();
+      rehash_.shrink_to_fit();
+      primary_size_ = rehash_size_ + transferred;
+      rehash_size_ = 0;
+      rehash_index_ = 0;
+      return;
+    }
+  }
+  primary_size_ -= transferred;
+  rehash_size_ += transferred;
+  rehash_index_ = idx;
+}
+
+template <class K, class N, class S, class H>
+auto CowStateMap<K, N, S, H>::snapshot() -> Snapshot {
+  if (high32(sync_.load(std::memory_order_acquire)) != seen_release_seq_) reclaim();
+  std::uint32_t version;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    COWSTATE_ASSERT(map_version_ < std::numeric_limits<std::uint32_t>::max() - 1, "I1",
+                    "map version overflow");
+    if (!COWSTATE_MUTANT(no_version_bump_at_snapshot)) ++map_version_;
+    version = map_version_;
+    if (live_versions_.empty() || live_versions_.back() != version) {
+      live_versions_.push_back(version);
+    }
+    // Release ordering: the snapshot's reader thread receives the handle through its own
+    // synchronization; H is published for the writer's own later loads.
+    sync_.store(pack(release_seq_, version), std::memory_order_release);
+  }
+  const std::uint32_t cap = primary_cap();
+  const std::size_t span = std::size_t{cap} + rehash_index_;
+  const std::size_t length =
+      COWSTATE_MUTANT(snapshot_array_capacity_only) ? span : std::max(span, std::size_t{size()});
+  std::vector<std::uint32_t> heads(length, 0);
+  if (rehashing()) {
+    // Buckets [rehash_index, cap) of the old table, then the new table's two halves that
+    // old buckets [0, rehash_index) moved to.
+    std::copy(primary_.begin() + rehash_index_, primary_.end(), heads.begin());
+    std::copy(rehash_.begin(), rehash_.begin() + rehash_index_, heads.begin() + (cap - rehash_index_));
+    std::copy(rehash_.begin() + cap, rehash_.begin() + cap + rehash_index_,
+              heads.begin() + cap);
+  } else {
+    std::copy(primary_.begin(), primary_.end(), heads.begin());
+  }
+  COWSTATE_ASSERT(heads.size() >= size() || COWSTATE_MUTANT(snapshot_array_capacity_only), "I9",
+                  "snapshot array shorter than the map");
+  return Snapshot(this, version, size(), std::move(heads));
+}
+
+template <class K, class N, class S, class H>
+bool CowStateMap<K, N, S, H>::release_snapshot(std::uint32_t version) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = std::find(live_versions_.begin(), live_versions_.end(), version);
+  if (it == live_versions_.end()) return false;
+  live_versions_.erase(it);
+  ++release_seq_;
+  std::uint32_t h = 0;
+  if (!live_versions_.empty()) {
+    h = COWSTATE_MUTANT(h_min_on_release) ? live_versions_.front() : live_versions_.back();
+  }
+  // Release: everything the releasing thread read in this snapshot happens-before the
+  // writer's acquire load of H, after which it may write or free that memory.
+  sync_.store(pack(release_seq_, h), std::memory_order_release);
+  return true;
+}
+
+template <class K, class N, class S, class H>
+template <class F>
+void CowStateMap<K, N, S, H>::for_each(F&& fn) const {
+  for (const Table* t : {&primary_, &rehash_}) {
+    for (std::uint32_t head : *t) {
+      for (std::uint32_t i = head; i != 0; i = at(i).next) {
+        const Entry& e = at(i);
+        fn(e.key, e.ns, state_ref(e));
+      }
+    }
+  }
+}
+
+template <class K, class N, class S, class H>
+template <class F>
+std::size_t CowStateMap<K, N, S, H>::visit_incremental(VisitCursor& cursor,
+                                                       std::size_t max_entries, F&& fn) {
+  struct Decision {
+    K key;
+    N ns;
+    VisitResult<S> result;
+  };
+  std::vector<Decision> decisions;
+  std::size_t visited = 0;
+  std::size_t buckets_left = primary_.size() + rehash_.size();
+  while (visited < max_entries && buckets_left > 0) {
+    const Table& t = cursor.table == 0 ? primary_ : rehash_;
+    if (cursor.bucket >= t.size()) {  // next table, or wrap around
+      cursor.table = (cursor.table == 0 && !rehash_.empty()) ? 1 : 0;
+      cursor.bucket = 0;
+      continue;
+    }
+    --buckets_left;
+    decisions.clear();
+    for (std::uint32_t i = t[cursor.bucket]; i != 0; i = at(i).next) {
+      const Entry& e = at(i);
+      VisitResult<S> r = fn(static_cast<const K&>(e.key), static_cast<const N&>(e.ns),
+                            static_cast<const S&>(state_ref(e)));
+      ++visited;
+      if (r.kind() != VisitResult<S>::Kind::keep) decisions.push_back({e.key, e.ns, std::move(r)});
+    }
+    ++cursor.bucket;
+    for (Decision& d : decisions) {
+      if (d.result.kind() == VisitResult<S>::Kind::remove) {
+        remove(d.key, d.ns);
+      } else {
+        put(d.key, d.ns, std::move(d.result.replacement()));
+      }
+    }
+  }
+  return visited;
+}
+
+template <class K, class N, class S, class H>
+bool CowStateMap<K, N, S, H>::check_invariants() const {
+  auto fail = [](const char* id, const std::string& what) {
+    std::fprintf(stderr, "cowstate invariant %s violated: %s\n", id, what.c_str());
+    return false;
+  };
+  std::vector<std::uint32_t> live;
+  std::uint64_t w;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live = live_versions_;
+    w = sync_.load(std::memory_order_acquire);
+  }
+  for (std::size_t i = 0; i < live.size(); ++i) {
+    if (live[i] > map_version_) return fail("I1", "a live version is above the map version");
+    if (i > 0 && live[i - 1] >= live[i]) return fail("I1", "live versions not ascending");
+  }
+  if (low32(w) != (live.empty() ? 0u : live.back())) {
+    return fail("I2", "H is " + std::to_string(low32(w)) + " but the largest live version is " +
+                          std::to_string(live.empty() ? 0u : live.back()));
+  }
+  const std::uint32_t cap = primary_cap();
+  if (!std::has_single_bit(cap) || cap < min_capacity_ || cap > max_capacity_) {
+    return fail("I8", "primary capacity " + std::to_string(cap) + " out of bounds");
+  }
+  if (!rehash_.empty() && rehash_.size() != std::size_t{cap} * 2) {
+    return fail("I8", "rehash table is not twice the primary");
+  }
+  std::vector<std::uint8_t> seen(pool_.slots_allocated() + 1, 0);
+  std::size_t counts[2] = {0, 0};
+  std::vector<std::pair<K, N>> keys;
+  std::vector<const S*> boxes;
+  for (int ti = 0; ti < 2; ++ti) {
+    const Table& t = ti == 0 ? primary_ : rehash_;
+    const std::uint32_t mask = static_cast<std::uint32_t>(t.size() - 1);
+    for (std::uint32_t b = 0; b < t.size(); ++b) {
+      if (ti == 0 && !rehash_.empty() && b < rehash_index_ && t[b] != 0) {
+        return fail("I6", "old-table bucket " + std::to_string(b) + " below rehash index not empty");
+      }
+      for (std::uint32_t i = t[b]; i != 0; i = at(i).next) {
+        if (i > pool_.slots_allocated() || seen[i]) {
+          return fail("I5", "entry " + std::to_string(i) + " reached twice or out of the pool");
+        }
+        seen[i] = 1;
+        const Entry& e = at(i);
+        if ((e.hash & mask) != b) return fail("I6", "entry in the wrong bucket");
+        if (ti == 1 && (e.hash & (cap - 1)) >= rehash_index_) {
+          return fail("I6", "entry in the new table whose old bucket was not moved yet");
+        }
+        if (e.hash != hash_(e.key, e.ns)) return fail("I7", "stored hash differs from hash(key, ns)");
+        if (e.entry_version > map_version_) return fail("I11", "entry version above map version");
+        if constexpr (!kInline) {
+          if (e.state == nullptr) return fail("I11", "live entry without a state");
+          if (e.state_version > map_version_) return fail("I11", "state version above map version");
+          boxes.push_back(e.state);
+        }
+        keys.emplace_back(e.key, e.ns);
+        ++counts[ti];
+      }
+    }
+  }
+  if (counts[0] != primary_size_ || counts[1] != rehash_size_) {
+    return fail("I5", "sizes " + std::to_string(primary_size_) + "+" + std::to_string(rehash_size_) +
+                          " but reachable " + std::to_string(counts[0]) + "+" +
+                          std::to_string(counts[1]));
+  }
+  std::sort(keys.begin(), keys.end());
+  if (std::adjacent_find(keys.begin(), keys.end()) != keys.end()) {
+    return fail("I7", "a key appears twice in the live map");
+  }
+  std::sort(boxes.begin(), boxes.end());
+  if (std::adjacent_find(boxes.begin(), boxes.end()) != boxes.end()) {
+    return fail("I11", "two live entries share one boxed state");
+  }
+  std::size_t retired = 0;
+  for (const RetiredEntry& r : retired_entries_) {
+    if (r.index > pool_.slots_allocated() || seen[r.index]) {
+      return fail("I10", "retired entry " + std::to_string(r.index) + " still reachable");
+    }
+    seen[r.index] = 1;
+    ++retired;
+    if (at(r.index).entry_version >= r.retired_at) {
+      return fail("I10", "retired entry born at or after its retirement");
+    }
+  }
+  for (const RetiredState& r : retired_states_) {
+    if (std::binary_search(boxes.begin(), boxes.end(), r.state)) {
+      return fail("I10", "retired state still owned by a live entry");
+    }
+  }
+  const std::size_t live_entries = counts[0] + counts[1];
+  if (live_entries + retired + pool_.free_slots() != pool_.slots_allocated()) {
+    return fail("I12", "pool accounting: live " + std::to_string(live_entries) + " + retired " +
+                           std::to_string(retired) + " + free " +
+                           std::to_string(pool_.free_slots()) + " != allocated " +
+                           std::to_string(pool_.slots_allocated()));
+  }
+  return true;
+}
+
+}  // namespace cowstate

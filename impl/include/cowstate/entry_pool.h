@@ -1,0 +1,94 @@
+// EntryPool<T>: slab storage for map entries, named by 32-bit indices.
+//
+// Index 0 means "none". Slots live in chunks that never move: chunk k holds 64 << k
+// slots, so a map of n entries wastes at most half a chunk and the chunk directory has a
+// fixed size (26 pointers cover 2^32 - 64 slots). Because chunks never move, a snapshot
+// reader on another thread may dereference any index it can reach while the writer
+// allocates new chunks; only the writer allocates, constructs and destroys.
+//
+// The pool does not construct objects: allocate() hands out raw, suitably aligned
+// storage for the caller to placement-new into; destroy() runs the destructor and puts the
+// slot on the free list.
+//
+// Thread safety: allocate/destroy on the writer thread only; at() on any thread for a slot
+// the caller knows to be constructed and not concurrently destroyed.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <vector>
+
+#include "cowstate/assert.h"
+
+namespace cowstate {
+
+template <class T>
+class EntryPool {
+ public:
+  static constexpr unsigned kFirstChunkLog2 = 6;
+  static constexpr unsigned kMaxChunks = 32 - kFirstChunkLog2;
+
+  EntryPool() = default;
+  EntryPool(const EntryPool&) = delete;
+  EntryPool& operator=(const EntryPool&) = delete;
+  ~EntryPool() {
+    for (unsigned k = 0; k < kMaxChunks; ++k) {
+      if (chunks_[k] != nullptr) {
+        ::operator delete(chunks_[k], std::align_val_t{alignof(T)});
+      }
+    }
+  }
+
+  // REQUIRES: `i` names a slot handed out by allocate().
+  T& at(std::uint32_t i) noexcept {
+    const std::uint32_t j = i + (1u << kFirstChunkLog2) - 1;
+    const unsigned k = static_cast<unsigned>(std::bit_width(j)) - kFirstChunkLog2 - 1;
+    return chunks_[k][j - ((1u << kFirstChunkLog2) << k)];
+  }
+  const T& at(std::uint32_t i) const noexcept { return const_cast<EntryPool*>(this)->at(i); }
+
+  // Raw storage for one T; the caller constructs it in place.
+  std::uint32_t allocate() {
+    if (!free_.empty()) {
+      const std::uint32_t i = free_.back();
+      free_.pop_back();
+      return i;
+    }
+    COWSTATE_ASSERT(next_ < kMaxIndex, "I12", "entry pool exhausted (2^32 slots)");
+    const std::uint32_t i = next_++;
+    const std::uint32_t j = i + (1u << kFirstChunkLog2) - 1;
+    const unsigned k = static_cast<unsigned>(std::bit_width(j)) - kFirstChunkLog2 - 1;
+    if (chunks_[k] == nullptr) {
+      const std::size_t slots = std::size_t{1} << (kFirstChunkLog2 + k);
+      chunks_[k] = static_cast<T*>(::operator new(slots * sizeof(T), std::align_val_t{alignof(T)}));
+    }
+    return i;
+  }
+
+  // Destroys the object in slot `i` and makes the slot reusable.
+  void destroy(std::uint32_t i) noexcept {
+    at(i).~T();
+    free_.push_back(i);
+  }
+
+  std::size_t slots_allocated() const noexcept { return next_ - 1; }
+  std::size_t free_slots() const noexcept { return free_.size(); }
+  // Bytes of chunk storage plus the free list.
+  std::size_t bytes_reserved() const noexcept {
+    std::size_t bytes = free_.capacity() * sizeof(std::uint32_t);
+    for (unsigned k = 0; k < kMaxChunks; ++k) {
+      if (chunks_[k] != nullptr) bytes += (std::size_t{1} << (kFirstChunkLog2 + k)) * sizeof(T);
+    }
+    return bytes;
+  }
+
+ private:
+  static constexpr std::uint32_t kMaxIndex = 0xffffffffu - (1u << kFirstChunkLog2) + 1;
+  T* chunks_[kMaxChunks] = {};
+  std::uint32_t next_ = 1;
+  std::vector<std::uint32_t> free_;
+};
+
+}  // namespace cowstate
