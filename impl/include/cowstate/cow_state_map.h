@@ -203,6 +203,17 @@ class CowStateMap {
   // Writer-side: frees what released snapshots no longer need; returns what stays retired.
   std::size_t retired_count();
 
+  // Bytes held by the map: entry slabs, bucket tables, boxed states (sizeof(S) each, not
+  // what they own) and bookkeeping. Writer thread.
+  std::size_t memory_bytes() const noexcept {
+    std::size_t bytes = pool_.bytes_reserved() +
+                        (primary_.capacity() + rehash_.capacity()) * sizeof(std::uint32_t) +
+                        retired_entries_.capacity() * sizeof(RetiredEntry) +
+                        retired_states_.capacity() * sizeof(RetiredState);
+    if constexpr (!kInline) bytes += (size() + retired_states_.size()) * sizeof(S);
+    return bytes;
+  }
+
   std::uint32_t map_version() const noexcept { return map_version_; }
   // Any thread.
   std::uint32_t highest_required_version() const noexcept {
