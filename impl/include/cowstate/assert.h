@@ -43,8 +43,8 @@ inline AssertHandler set_assert_handler(AssertHandler handler) noexcept {
 }  // namespace cowstate
 
 // COWSTATE_ASSERT(cond, "I4", "what went wrong"): always on.
-#define COWSTATE_ASSERT(cond, invariant, message)                                          \
-  do {                                                                                      \
-    if (!(cond)) [[unlikely]]                                                               \
-      ::cowstate::detail::assert_fail(#cond, invariant, message, __FILE__, __LINE__);       \
+#define COWSTATE_ASSERT(cond, invariant, message)                                     \
+  do {                                                                                \
+    if (!(cond)) [[unlikely]]                                                         \
+      ::cowstate::detail::assert_fail(#cond, invariant, message, __FILE__, __LINE__); \
   } while (0)

@@ -121,6 +121,15 @@ struct DefaultHash {
   }
 };
 
+// Teaching and test policy: an integral key k in namespace n lands in bucket
+// (k + n) mod capacity, so collisions and chains can be arranged by hand.
+template <class K, class N>
+struct IdentityHash {
+  std::uint32_t operator()(const K& key, const N& ns) const noexcept {
+    return static_cast<std::uint32_t>(key) + static_cast<std::uint32_t>(ns);
+  }
+};
+
 // Whether a state type is stored inside the entry (copied with it) rather than boxed.
 // Specialize to force either layout.
 template <class S>
@@ -282,7 +291,8 @@ class CowStateMap {
     return v <= 1 ? 1u : std::bit_ceil(v);
   }
   std::uint32_t threshold_for(std::uint32_t cap) const noexcept {
-    return cap >= max_capacity_ ? std::numeric_limits<std::uint32_t>::max() : (cap >> 1) + (cap >> 2);
+    return cap >= max_capacity_ ? std::numeric_limits<std::uint32_t>::max()
+                                : (cap >> 1) + (cap >> 2);
   }
 
   // Every keyed writer operation starts here: reads H, reclaims after releases and takes
@@ -316,12 +326,16 @@ class CowStateMap {
   std::uint32_t make_writable(Table& table, std::uint32_t b, std::uint32_t idx, std::uint32_t h);
   bool release_snapshot(std::uint32_t version);  // any thread
   static S& state_ref(Entry& e) noexcept {
-    if constexpr (kInline) return e.state;
-    else return *e.state;
+    if constexpr (kInline)
+      return e.state;
+    else
+      return *e.state;
   }
   static const S& state_ref(const Entry& e) noexcept {
-    if constexpr (kInline) return e.state;
-    else return *e.state;
+    if constexpr (kInline)
+      return e.state;
+    else
+      return *e.state;
   }
 
   // Configuration (immutable after construction).
@@ -574,7 +588,8 @@ template <class K, class N, class S, class H>
 std::uint32_t CowStateMap<K, N, S, H>::copy_entry(std::uint32_t src) {
   const std::uint32_t idx = pool_.allocate();
   const Entry& s = at(src);
-  Entry* e = new (&at(idx)) Entry{s.key, s.state, s.ns, s.next, s.hash, map_version_, s.state_version};
+  Entry* e =
+      new (&at(idx)) Entry{s.key, s.state, s.ns, s.next, s.hash, map_version_, s.state_version};
   (void)e;
   retire_entry(src);
   return idx;
@@ -793,8 +808,8 @@ void CowStateMap<K, N, S, H>::insert_new(Table* table, std::uint32_t hash, const
 }
 
 template <class K, class N, class S, class H>
-void CowStateMap<K, N, S, H>::unlink(Table& t, std::uint32_t b, std::uint32_t i,
-                                     std::uint32_t prev, std::uint32_t h) {
+void CowStateMap<K, N, S, H>::unlink(Table& t, std::uint32_t b, std::uint32_t i, std::uint32_t prev,
+                                     std::uint32_t h) {
   if (prev == 0) {
     t[b] = at(i).next;
   } else {
@@ -916,9 +931,9 @@ auto CowStateMap<K, N, S, H>::snapshot() -> Snapshot {
     // Buckets [rehash_index, cap) of the old table, then the new table's two halves that
     // old buckets [0, rehash_index) moved to.
     std::copy(primary_.begin() + rehash_index_, primary_.end(), heads.begin());
-    std::copy(rehash_.begin(), rehash_.begin() + rehash_index_, heads.begin() + (cap - rehash_index_));
-    std::copy(rehash_.begin() + cap, rehash_.begin() + cap + rehash_index_,
-              heads.begin() + cap);
+    std::copy(rehash_.begin(), rehash_.begin() + rehash_index_,
+              heads.begin() + (cap - rehash_index_));
+    std::copy(rehash_.begin() + cap, rehash_.begin() + cap + rehash_index_, heads.begin() + cap);
   } else {
     std::copy(primary_.begin(), primary_.end(), heads.begin());
   }
@@ -959,8 +974,8 @@ void CowStateMap<K, N, S, H>::for_each(F&& fn) const {
 
 template <class K, class N, class S, class H>
 template <class F>
-std::size_t CowStateMap<K, N, S, H>::visit_incremental(VisitCursor& cursor,
-                                                       std::size_t max_entries, F&& fn) {
+std::size_t CowStateMap<K, N, S, H>::visit_incremental(VisitCursor& cursor, std::size_t max_entries,
+                                                       F&& fn) {
   struct Decision {
     K key;
     N ns;
@@ -1034,7 +1049,8 @@ bool CowStateMap<K, N, S, H>::check_invariants() const {
     const std::uint32_t mask = static_cast<std::uint32_t>(t.size() - 1);
     for (std::uint32_t b = 0; b < t.size(); ++b) {
       if (ti == 0 && !rehash_.empty() && b < rehash_index_ && t[b] != 0) {
-        return fail("I6", "old-table bucket " + std::to_string(b) + " below rehash index not empty");
+        return fail("I6",
+                    "old-table bucket " + std::to_string(b) + " below rehash index not empty");
       }
       for (std::uint32_t i = t[b]; i != 0; i = at(i).next) {
         if (i > pool_.slots_allocated() || seen[i]) {
@@ -1046,7 +1062,8 @@ bool CowStateMap<K, N, S, H>::check_invariants() const {
         if (ti == 1 && (e.hash & (cap - 1)) >= rehash_index_) {
           return fail("I6", "entry in the new table whose old bucket was not moved yet");
         }
-        if (e.hash != hash_(e.key, e.ns)) return fail("I7", "stored hash differs from hash(key, ns)");
+        if (e.hash != hash_(e.key, e.ns))
+          return fail("I7", "stored hash differs from hash(key, ns)");
         if (e.entry_version > map_version_) return fail("I11", "entry version above map version");
         if constexpr (!kInline) {
           if (e.state == nullptr) return fail("I11", "live entry without a state");
@@ -1059,9 +1076,9 @@ bool CowStateMap<K, N, S, H>::check_invariants() const {
     }
   }
   if (counts[0] != primary_size_ || counts[1] != rehash_size_) {
-    return fail("I5", "sizes " + std::to_string(primary_size_) + "+" + std::to_string(rehash_size_) +
-                          " but reachable " + std::to_string(counts[0]) + "+" +
-                          std::to_string(counts[1]));
+    return fail("I5", "sizes " + std::to_string(primary_size_) + "+" +
+                          std::to_string(rehash_size_) + " but reachable " +
+                          std::to_string(counts[0]) + "+" + std::to_string(counts[1]));
   }
   std::sort(keys.begin(), keys.end());
   if (std::adjacent_find(keys.begin(), keys.end()) != keys.end()) {

@@ -36,7 +36,7 @@ class EntryPool {
   ~EntryPool() {
     for (unsigned k = 0; k < kMaxChunks; ++k) {
       if (chunks_[k] != nullptr) {
-        ::operator delete(chunks_[k], std::align_val_t{alignof(T)});
+        ::operator delete (chunks_[k], std::align_val_t{alignof(T)});
       }
     }
   }
@@ -62,7 +62,8 @@ class EntryPool {
     const unsigned k = static_cast<unsigned>(std::bit_width(j)) - kFirstChunkLog2 - 1;
     if (chunks_[k] == nullptr) {
       const std::size_t slots = std::size_t{1} << (kFirstChunkLog2 + k);
-      chunks_[k] = static_cast<T*>(::operator new(slots * sizeof(T), std::align_val_t{alignof(T)}));
+      chunks_[k] =
+          static_cast<T*>(::operator new (slots * sizeof(T), std::align_val_t{alignof(T)}));
     }
     return i;
   }

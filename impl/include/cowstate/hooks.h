@@ -34,25 +34,24 @@ namespace cowstate::mutants {
 // The catalog of planted bugs. Exactly one (or none) is active at a time.
 enum class Mutant : std::uint8_t {
   none = 0,
-  skip_chain_prefix_copy,       // a write into a shared chain mutates it in place
-  entry_version_le,             // `<=` for `<` in the entry-version check
-  state_version_le,             // `<=` for `<` in the state-version check
-  no_version_bump_at_snapshot,  // snapshot start does not advance the map version
-  h_min_on_release,             // highest required version recomputed as the minimum
-  no_copy_in_rehash,            // rehash migration relinks shared entries in place
-  shared_state_mutable,         // get_mutable hands out a shared state without a copy
-  free_retired_early,           // retired memory freed while an older snapshot is live
-  snapshot_array_capacity_only, // snapshot array sized by capacity, not max(span, size)
-  writer_drops_chain_tail,      // the snapshot writer drops the last entry of a chain
-  reader_drops_last_entry,      // the reader drops the last entry of a map
+  skip_chain_prefix_copy,        // a write into a shared chain mutates it in place
+  entry_version_le,              // `<=` for `<` in the entry-version check
+  state_version_le,              // `<=` for `<` in the state-version check
+  no_version_bump_at_snapshot,   // snapshot start does not advance the map version
+  h_min_on_release,              // highest required version recomputed as the minimum
+  no_copy_in_rehash,             // rehash migration relinks shared entries in place
+  shared_state_mutable,          // get_mutable hands out a shared state without a copy
+  free_retired_early,            // retired memory freed while an older snapshot is live
+  snapshot_array_capacity_only,  // snapshot array sized by capacity, not max(span, size)
+  writer_drops_chain_tail,       // the snapshot writer drops the last entry of a chain
+  reader_drops_last_entry,       // the reader drops the last entry of a map
 };
 inline Mutant& active() noexcept {
   static Mutant m = Mutant::none;
   return m;
 }
 }  // namespace cowstate::mutants
-#define COWSTATE_MUTANT(name) \
-  (::cowstate::mutants::active() == ::cowstate::mutants::Mutant::name)
+#define COWSTATE_MUTANT(name) (::cowstate::mutants::active() == ::cowstate::mutants::Mutant::name)
 #else
 #define COWSTATE_MUTANT(name) false
 #endif

@@ -1,0 +1,467 @@
+// Unit tests of CowStateMap: each operation and each copy-on-write rule, read through
+// CowStateMapAccess so entry identity, versions and retirement are visible.
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "cowstate/cow_state_map.h"
+#include "cowstate/cow_state_map_access.h"
+
+namespace {
+
+using cowstate::CowStateMap;
+using cowstate::CowStateMapAccess;
+using cowstate::IdentityHash;
+using cowstate::MapOptions;
+using cowstate::VisitCursor;
+using cowstate::VisitResult;
+
+// Integer states are stored inline; string and vector states are boxed and shared.
+using IntMap = CowStateMap<std::uint64_t, std::int32_t, std::int64_t,
+                           IdentityHash<std::uint64_t, std::int32_t>>;
+using StrMap = CowStateMap<std::uint64_t, std::int32_t, std::string,
+                           IdentityHash<std::uint64_t, std::int32_t>>;
+using VecMap = CowStateMap<std::uint64_t, std::int32_t, std::vector<std::int64_t>>;
+
+constexpr MapOptions kFour{.initial_capacity = 4, .min_capacity = 4, .max_capacity = 1u << 30};
+
+template <class Map, class Snap>
+std::map<std::pair<std::uint64_t, std::int32_t>, typename Map::state_type> contents(const Snap& s) {
+  std::map<std::pair<std::uint64_t, std::int32_t>, typename Map::state_type> out;
+  s.for_each([&](std::uint64_t k, std::int32_t n, const auto& v) {
+    out.emplace(std::make_pair(k, n), v);
+  });
+  return out;
+}
+
+template <class Map>
+std::map<std::pair<std::uint64_t, std::int32_t>, typename Map::state_type> live(const Map& m) {
+  return contents<Map>(m);
+}
+
+template <class Map>
+CowStateMapAccess::EntryInfo entry(const Map& m, std::uint64_t k, std::int32_t n = 0) {
+  return CowStateMapAccess::find(m, k, n);
+}
+
+}  // namespace
+
+TEST_CASE("get, contains and size see what put wrote, per namespace", "[map][ops]") {
+  IntMap m(kFour);
+  CHECK(m.get(1, 0) == nullptr);
+  CHECK_FALSE(m.contains(1, 0));
+  m.put(1, 0, 10);
+  m.put(1, 1, 11);
+  REQUIRE(m.get(1, 0) != nullptr);
+  CHECK(*m.get(1, 0) == 10);
+  CHECK(*m.get(1, 1) == 11);
+  CHECK(m.contains(1, 1));
+  CHECK_FALSE(m.contains(2, 0));
+  CHECK(m.size() == 2);
+  m.put(1, 0, 12);
+  CHECK(*m.get(1, 0) == 12);
+  CHECK(m.size() == 2);
+  CHECK(m.check_invariants());
+}
+
+TEST_CASE("put_and_get_old and remove_and_get_old return the previous state", "[map][ops]") {
+  StrMap m(kFour);
+  CHECK_FALSE(m.put_and_get_old(3, 0, "a").has_value());
+  CHECK(m.put_and_get_old(3, 0, "b") == std::optional<std::string>("a"));
+  CHECK(m.remove_and_get_old(3, 0) == std::optional<std::string>("b"));
+  CHECK_FALSE(m.remove_and_get_old(3, 0).has_value());
+  CHECK_FALSE(m.remove(3, 0));
+  CHECK(m.empty());
+  CHECK(m.check_invariants());
+}
+
+TEST_CASE("remove unlinks heads, middles and tails of a chain", "[map][ops]") {
+  IntMap m(kFour);
+  for (std::uint64_t k : {1ull, 5ull, 9ull, 13ull})
+    m.put(k, 0, static_cast<std::int64_t>(k));  // one bucket
+  CHECK(CowStateMapAccess::chain(m, 0, 1).size() == 4);
+  CHECK(m.remove(9, 0));   // middle
+  CHECK(m.remove(13, 0));  // head (newest first)
+  CHECK(m.remove(1, 0));   // tail
+  CHECK(live(m) == decltype(live(m)){{{5, 0}, 5}});
+  CHECK(m.check_invariants());
+}
+
+TEST_CASE("transform puts fn(old, value), with nullptr for an absent key", "[map][ops]") {
+  IntMap m(kFour);
+  auto add = [](const std::int64_t* old, std::int64_t v) { return (old ? *old : 100) + v; };
+  m.transform(7, 0, std::int64_t{5}, add);
+  CHECK(*m.get(7, 0) == 105);
+  m.transform(7, 0, std::int64_t{5}, add);
+  CHECK(*m.get(7, 0) == 110);
+}
+
+TEST_CASE("a throwing transform changes nothing", "[map][ops]") {
+  StrMap m(kFour);
+  m.put(1, 0, "x");
+  auto s = m.snapshot();
+  auto boom = [](const std::string*, int) -> std::string { throw std::runtime_error("boom"); };
+  CHECK_THROWS(m.transform(1, 0, 0, boom));
+  CHECK(*m.get(1, 0) == "x");
+  CHECK(CowStateMapAccess::retired_entries(m) == 0);
+  s.release();
+}
+
+TEST_CASE("get_mutable hands out the live state for in-place mutation", "[map][ops]") {
+  VecMap m;
+  m.put(1, 0, {1, 2});
+  std::vector<std::int64_t>* v = m.get_mutable(1, 0);
+  REQUIRE(v != nullptr);
+  v->push_back(3);
+  CHECK(*m.get(1, 0) == std::vector<std::int64_t>{1, 2, 3});
+  CHECK(m.get_mutable(2, 0) == nullptr);
+}
+
+TEST_CASE("iteration over the live map visits every entry once, in both tables mid-rehash",
+          "[map][ops]") {
+  IntMap m(kFour);
+  std::map<std::pair<std::uint64_t, std::int32_t>, std::int64_t> expected;
+  for (std::uint64_t k = 0; k < 40; ++k) {
+    m.put(k, 0, static_cast<std::int64_t>(k * 3));
+    expected[{k, 0}] = static_cast<std::int64_t>(k * 3);
+    CHECK(live(m) == expected);
+  }
+  CHECK(m.size() == 40);
+}
+
+TEST_CASE("with no live snapshot nothing is copied: identity is preserved", "[map][cow]") {
+  StrMap m(kFour);
+  m.put(1, 0, "a");
+  m.put(5, 0, "b");
+  const auto before = entry(m, 1);
+  m.put(1, 0, "c");
+  *m.get_mutable(1, 0) += "!";
+  m.remove(5, 0);
+  const auto after = entry(m, 1);
+  CHECK(after.index == before.index);
+  CHECK(after.state == before.state);  // the boxed state was assigned in place
+  CHECK(*m.get(1, 0) == "c!");
+  CHECK(CowStateMapAccess::retired_entries(m) == 0);
+  CHECK(CowStateMapAccess::retired_states(m) == 0);
+  // A snapshot taken and released leaves the next write in place too.
+  m.snapshot().release();
+  m.put(1, 0, "d");
+  CHECK(entry(m, 1).index == before.index);
+}
+
+TEST_CASE("a put after a snapshot copies the chain prefix and leaves the snapshot untouched",
+          "[map][cow]") {
+  IntMap m(kFour);
+  m.put(5, 0, 50);  // tail
+  m.put(1, 0, 10);  // head: bucket 1 holds 1 -> 5
+  const auto head = entry(m, 1), tail = entry(m, 5);
+  auto s = m.snapshot();
+  m.put(5, 0, 51);  // the tail changes: head and tail are copied
+  const auto head2 = entry(m, 1), tail2 = entry(m, 5);
+  CHECK(head2.index != head.index);
+  CHECK(tail2.index != tail.index);
+  CHECK(head2.entry_version == m.map_version());
+  CHECK(tail2.entry_version == m.map_version());
+  CHECK(contents<IntMap>(s) == decltype(contents<IntMap>(s)){{{1, 0}, 10}, {{5, 0}, 50}});
+  CHECK(live(m) == decltype(live(m)){{{1, 0}, 10}, {{5, 0}, 51}});
+  CHECK(CowStateMapAccess::retired_entries(m) == 2);
+  CHECK(m.check_invariants());
+  // A second write to the same key after the copy is in place.
+  m.put(5, 0, 52);
+  CHECK(entry(m, 5).index == tail2.index);
+  s.release();
+  CHECK(m.retired_count() == 0);
+}
+
+TEST_CASE("a write to the head of a chain copies only the head", "[map][cow]") {
+  IntMap m(kFour);
+  m.put(5, 0, 50);
+  m.put(1, 0, 10);  // head
+  const auto tail = entry(m, 5);
+  auto s = m.snapshot();
+  m.put(1, 0, 11);
+  CHECK(entry(m, 5).index == tail.index);  // the suffix is still shared
+  CHECK(CowStateMapAccess::retired_entries(m) == 1);
+  CHECK(contents<IntMap>(s).at({1, 0}) == 10);
+  s.release();
+}
+
+TEST_CASE("removing from a shared chain copies the prefix up to the predecessor", "[map][cow]") {
+  IntMap m(kFour);
+  for (std::uint64_t k : {13ull, 9ull, 5ull, 1ull})
+    m.put(k, 0, static_cast<std::int64_t>(k));  // 1 -> 5 -> 9 -> 13
+  const auto e13 = entry(m, 13);
+  auto s = m.snapshot();
+  CHECK(m.remove(9, 0));
+  CHECK(entry(m, 13).index == e13.index);  // after the removed entry: still shared
+  CHECK(entry(m, 1).index != 0);
+  CHECK(CowStateMapAccess::chain(m, 0, 1).size() == 3);
+  CHECK(contents<IntMap>(s).size() == 4);
+  // Retired: copies replaced 1 and 5; 9 was unlinked while the snapshot sees it.
+  CHECK(CowStateMapAccess::retired_entries(m) == 3);
+  CHECK(m.check_invariants());
+  s.release();
+  CHECK(m.retired_count() == 0);
+}
+
+TEST_CASE("an entry copied because its next changes shares its boxed state", "[map][cow]") {
+  StrMap m(kFour);
+  m.put(5, 0, std::string(4096, 'x'));
+  m.put(1, 0, std::string(4096, 'y'));  // head, large state
+  const auto head = entry(m, 1);
+  auto s = m.snapshot();
+  m.remove(5, 0);  // relinks the head: the head entry is copied, its state is not
+  const auto head2 = entry(m, 1);
+  CHECK(head2.index != head.index);
+  CHECK(head2.state == head.state);
+  CHECK(head2.state_version == head.state_version);
+  CHECK(CowStateMapAccess::retired_states(m) == 1);  // only the removed entry's state
+  s.release();
+}
+
+TEST_CASE("get_mutable copies a state a live snapshot can see, once", "[map][cow]") {
+  StrMap m(kFour);
+  m.put(1, 0, "old");
+  const auto before = entry(m, 1);
+  auto s = m.snapshot();
+  std::string* p = m.get_mutable(1, 0);
+  *p = "new";
+  const auto after = entry(m, 1);
+  CHECK(after.state != before.state);
+  CHECK(after.state_version == m.map_version());
+  CHECK(m.get_mutable(1, 0) == p);  // the copy is ours now: no second copy
+  CHECK(contents<StrMap>(s).at({1, 0}) == "old");
+  CHECK(*m.get(1, 0) == "new");
+  s.release();
+  CHECK(m.retired_count() == 0);
+}
+
+TEST_CASE("const get never copies, even under a live snapshot", "[map][cow]") {
+  StrMap m(kFour);
+  m.put(1, 0, "v");
+  const auto before = entry(m, 1);
+  auto s = m.snapshot();
+  CHECK(*m.get(1, 0) == "v");
+  CHECK(m.contains(1, 0));
+  CHECK(entry(m, 1).index == before.index);
+  CHECK(entry(m, 1).state == before.state);
+  CHECK(CowStateMapAccess::retired_entries(m) + CowStateMapAccess::retired_states(m) == 0);
+  s.release();
+}
+
+TEST_CASE("a put of a boxed state under a snapshot boxes a fresh state and retires the old",
+          "[map][cow]") {
+  StrMap m(kFour);
+  m.put(1, 0, "a");
+  const auto before = entry(m, 1);
+  auto s = m.snapshot();
+  m.put(1, 0, "b");
+  CHECK(entry(m, 1).state != before.state);
+  CHECK(CowStateMapAccess::retired_states(m) == 1);
+  m.put(1, 0, "c");  // now in place
+  CHECK(CowStateMapAccess::retired_states(m) == 1);
+  CHECK(contents<StrMap>(s).at({1, 0}) == "a");
+  s.release();
+}
+
+TEST_CASE("entries created after a snapshot are written in place", "[map][cow]") {
+  IntMap m(kFour);
+  m.put(1, 0, 1);
+  auto s = m.snapshot();
+  m.put(2, 0, 2);
+  const auto fresh = entry(m, 2);
+  m.put(2, 0, 3);
+  m.put(6, 0, 6);  // same bucket as 2; prepends, 2 stays
+  m.remove(6, 0);
+  CHECK(entry(m, 2).index == fresh.index);
+  CHECK(CowStateMapAccess::retired_entries(m) == 0);
+  CHECK(contents<IntMap>(s).size() == 1);
+  s.release();
+}
+
+TEST_CASE("the incremental rehash copies shared entries as it moves them", "[map][cow][rehash]") {
+  IntMap m(kFour);
+  for (std::uint64_t k = 0; k < 4; ++k) m.put(k, 0, static_cast<std::int64_t>(k));
+  auto s = m.snapshot();
+  m.put(100, 0, 100);  // size 4 > 3: doubles; the rehash starts
+  REQUIRE(m.rehashing());
+  const std::uint32_t old0 = entry(m, 0).index;
+  m.get(0, 0);  // a read takes a rehash step
+  CHECK(entry(m, 0).index != old0);
+  CHECK(CowStateMapAccess::retired_entries(m) >= 1);
+  CHECK(contents<IntMap>(s).size() == 4);
+  CHECK(m.check_invariants());
+  s.release();
+  CHECK(m.retired_count() == 0);
+}
+
+TEST_CASE("every keyed operation, reads included, moves at least four entries of a rehash",
+          "[map][rehash]") {
+  IntMap m(MapOptions{.initial_capacity = 64, .min_capacity = 4, .max_capacity = 1u << 30});
+  for (std::uint64_t k = 0; k < 49; ++k) m.put(k, 0, 1);  // 49 > 48: the 50th insert doubles
+  m.put(1000, 0, 1);
+  REQUIRE(m.rehashing());
+  const std::size_t moved0 = CowStateMapAccess::rehash_size(m);
+  m.get(12345, 0);  // a miss still moves entries
+  CHECK(CowStateMapAccess::rehash_size(m) >= moved0 + 4);
+  while (m.rehashing()) CHECK(m.contains(3, 0));
+  CHECK(m.capacity() == 128);
+  CHECK(m.check_invariants());
+}
+
+TEST_CASE("a snapshot taken mid-rehash flattens both tables and sees every entry once",
+          "[map][cow][rehash]") {
+  IntMap m(kFour);
+  std::map<std::pair<std::uint64_t, std::int32_t>, std::int64_t> expected;
+  for (std::uint64_t k = 0; k < 200; ++k) {
+    m.put(k, 0, static_cast<std::int64_t>(k));
+    expected[{k, 0}] = static_cast<std::int64_t>(k);
+    if (!m.rehashing() || CowStateMapAccess::rehash_index(m) == 0) continue;
+    auto s = m.snapshot();
+    CHECK(CowStateMapAccess::head_array_length(s) >= m.size());
+    CHECK(contents<IntMap>(s) == expected);
+    m.put(k, 0, -1);  // a write while the snapshot is live
+    CHECK(contents<IntMap>(s) == expected);
+    m.put(k, 0, static_cast<std::int64_t>(k));
+    s.release();
+  }
+  CHECK(m.check_invariants());
+}
+
+TEST_CASE("overlapping snapshots released out of order each keep their own version",
+          "[map][cow][release]") {
+  IntMap m(kFour);
+  m.put(1, 0, 1);
+  auto s1 = m.snapshot();
+  m.put(1, 0, 2);
+  auto s2 = m.snapshot();
+  m.put(1, 0, 3);
+  auto s3 = m.snapshot();
+  m.put(1, 0, 4);
+  CHECK(m.highest_required_version() == s3.version());
+  s2.release();  // the middle one first
+  CHECK(m.highest_required_version() == s3.version());
+  CHECK(contents<IntMap>(s1).at({1, 0}) == 1);
+  CHECK(contents<IntMap>(s3).at({1, 0}) == 3);
+  s3.release();
+  CHECK(m.highest_required_version() == s1.version());
+  m.put(1, 0, 5);
+  CHECK(contents<IntMap>(s1).at({1, 0}) == 1);
+  s1.release();
+  CHECK(m.highest_required_version() == 0);
+  CHECK(m.retired_count() == 0);
+  CHECK(m.check_invariants());
+}
+
+TEST_CASE("double release is harmless and keeps H at the largest live version", "[map][release]") {
+  IntMap m(kFour);
+  auto a = m.snapshot();
+  auto b = m.snapshot();
+  a.release();
+  a.release();
+  CHECK(a.released());
+  CHECK(m.highest_required_version() == b.version());
+  b.release();
+  b.release();
+  CHECK(m.highest_required_version() == 0);
+  CHECK(CowStateMapAccess::live_versions(m).empty());
+}
+
+TEST_CASE("a retired entry is freed only when the last snapshot that could see it goes",
+          "[map][memory]") {
+  IntMap m(kFour);
+  m.put(1, 0, 1);
+  auto s1 = m.snapshot();  // sees 1
+  m.put(1, 0, 2);          // retires the entry s1 sees (birth 0, retired at 1)
+  m.put(2, 0, 20);         // born at version 1: invisible to s1
+  auto s2 = m.snapshot();  // sees the copy of 1 and 2
+  m.put(2, 0, 21);         // retires 2 (birth 1, retired at 2): only s2 sees it
+  CHECK(CowStateMapAccess::retired_entries(m) == 2);
+  s2.release();
+  CHECK(m.retired_count() == 1);  // the old 2 is freed even though s1 is still live
+  CHECK(contents<IntMap>(s1).at({1, 0}) == 1);
+  s1.release();
+  CHECK(m.retired_count() == 0);
+}
+
+TEST_CASE("a snapshot released on another thread is reclaimed by the writer's next operation",
+          "[map][memory]") {
+  VecMap m;
+  m.put(1, 0, {1});
+  auto s = m.snapshot();
+  m.put(1, 0, {2});
+  std::thread t([&s] { s.release(); });
+  t.join();
+  CHECK(CowStateMapAccess::retired_states(m) == 1);  // not yet: the writer has not run
+  m.get(1, 0);
+  CHECK(CowStateMapAccess::retired_states(m) == 0);
+}
+
+TEST_CASE("at maximum capacity chains grow longer than the bucket count", "[map][capacity]") {
+  IntMap m(MapOptions{.initial_capacity = 4, .min_capacity = 4, .max_capacity = 4});
+  for (std::uint64_t k = 0; k < 64; ++k) m.put(k, 0, static_cast<std::int64_t>(k));
+  CHECK(m.capacity() == 4);
+  CHECK_FALSE(m.rehashing());
+  CHECK(CowStateMapAccess::chain(m, 0, 0).size() == 16);
+  auto s = m.snapshot();
+  CHECK(CowStateMapAccess::head_array_length(s) >= 64);  // I9: at least the size
+  for (std::uint64_t k = 0; k < 64; k += 3) m.remove(k, 0);
+  CHECK(contents<IntMap>(s).size() == 64);
+  CHECK(m.size() == 42);
+  CHECK(m.check_invariants());
+  s.release();
+  CHECK(m.retired_count() == 0);
+}
+
+TEST_CASE("the incremental visitor sees whole chains, cycles, and writes through copy-on-write",
+          "[map][visitor]") {
+  IntMap m(kFour);
+  for (std::uint64_t k = 0; k < 32; ++k) m.put(k, 0, static_cast<std::int64_t>(k));
+  auto s = m.snapshot();
+  VisitCursor cursor;
+  std::size_t visited = 0;
+  // Remove odd keys, double even ones; a bounded number of entries per call.
+  auto fn = [](std::uint64_t k, std::int32_t, const std::int64_t& v) {
+    if (k % 2 == 1) return VisitResult<std::int64_t>::remove();
+    if (v == static_cast<std::int64_t>(k)) return VisitResult<std::int64_t>::replace(v * 2);
+    return VisitResult<std::int64_t>::keep();
+  };
+  for (int round = 0; round < 100 && visited < 64; ++round) {
+    const std::size_t n = m.visit_incremental(cursor, 5, fn);
+    CHECK(n >= 1);
+    visited += n;
+  }
+  std::map<std::pair<std::uint64_t, std::int32_t>, std::int64_t> expected;
+  for (std::uint64_t k = 0; k < 32; k += 2) expected[{k, 0}] = static_cast<std::int64_t>(k * 2);
+  CHECK(live(m) == expected);
+  CHECK(contents<IntMap>(s).size() == 32);  // the snapshot is untouched
+  CHECK(m.check_invariants());
+  s.release();
+  VisitCursor c2;
+  IntMap empty(kFour);
+  CHECK(empty.visit_incremental(c2, 10, fn) == 0);  // terminates on an empty map
+}
+
+TEST_CASE("entries of small trivially copyable states take 32 bytes", "[map][memory]") {
+  CHECK(CowStateMapAccess::entry_size<CowStateMap<std::uint64_t, std::int32_t, std::int64_t>>() ==
+        32);
+  CHECK(CowStateMapAccess::entry_size<CowStateMap<std::uint64_t, std::int32_t, std::string>>() ==
+        40);
+}
+
+TEST_CASE("the snapshot head array copies the heads and is at least the size", "[map][cow]") {
+  IntMap m(kFour);
+  auto s0 = m.snapshot();
+  CHECK(s0.size() == 0);
+  CHECK(CowStateMapAccess::head_array_length(s0) == 4);
+  s0.release();
+  for (std::uint64_t k = 0; k < 3; ++k) m.put(k, 0, 1);
+  auto s = m.snapshot();
+  CHECK(s.size() == 3);
+  CHECK(s.version() == 2);
+  s.release();
+}
