@@ -223,6 +223,21 @@ TEST_CASE("an entry copied because its next changes shares its boxed state", "[m
   s.release();
 }
 
+TEST_CASE("a removed boxed entry still shows its state to the snapshot that sees it",
+          "[map][cow][regression]") {
+  // Regression (scenarios/regressions/001-removed-entry-state-nulled.case): remove() cleared
+  // the state pointer of the entry it retired, so the snapshot read a null state.
+  StrMap m(kFour);
+  m.put(1, 0, "one");
+  m.put(5, 0, "five");
+  auto s = m.snapshot();
+  CHECK(m.remove(1, 0));
+  CHECK(m.remove(5, 0));
+  CHECK(contents<StrMap>(s) == decltype(contents<StrMap>(s)){{{1, 0}, "one"}, {{5, 0}, "five"}});
+  s.release();
+  CHECK(m.retired_count() == 0);
+}
+
 TEST_CASE("get_mutable copies a state a live snapshot can see, once", "[map][cow]") {
   StrMap m(kFour);
   m.put(1, 0, "old");

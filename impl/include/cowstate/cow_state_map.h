@@ -231,8 +231,9 @@ class CowStateMap {
   std::uint32_t capacity() const noexcept { return primary_cap(); }
   bool rehashing() const noexcept { return !rehash_.empty(); }
 
-  // Deep O(n) check of every invariant; prints the first broken one (by id) to stderr.
-  bool check_invariants() const;
+  // Deep O(n) check of every invariant. On failure describes the first broken one, by id,
+  // in *why (or on stderr when why is null) and returns false.
+  bool check_invariants(std::string* why = nullptr) const;
 
  private:
   friend struct CowStateMapAccess;
@@ -635,12 +636,15 @@ template <class K, class N, class S, class H>
 void CowStateMap<K, N, S, H>::dispose_unlinked(std::uint32_t index, std::uint32_t h) {
   Entry& e = at(index);
   if constexpr (!kInline) {
+    // A retired entry keeps pointing at its state: the snapshots that reach the entry
+    // read the state through it (the state has its own retirement record).
     if (must_copy_state(e.state_version, h)) {
       retire_state(e.state, e.state_version);
     } else {
+      COWSTATE_ASSERT(!must_copy_entry(e.entry_version, h), "I10",
+                      "freeing the state of an entry a live snapshot can see");
       delete e.state;
     }
-    e.state = nullptr;
   }
   if (must_copy_entry(e.entry_version, h)) {
     retire_entry(index);
@@ -1013,9 +1017,13 @@ std::size_t CowStateMap<K, N, S, H>::visit_incremental(VisitCursor& cursor, std:
 }
 
 template <class K, class N, class S, class H>
-bool CowStateMap<K, N, S, H>::check_invariants() const {
-  auto fail = [](const char* id, const std::string& what) {
-    std::fprintf(stderr, "cowstate invariant %s violated: %s\n", id, what.c_str());
+bool CowStateMap<K, N, S, H>::check_invariants(std::string* why) const {
+  auto fail = [why](const char* id, const std::string& what) {
+    if (why != nullptr) {
+      *why = std::string(id) + ": " + what;
+    } else {
+      std::fprintf(stderr, "cowstate invariant %s violated: %s\n", id, what.c_str());
+    }
     return false;
   };
   std::vector<std::uint32_t> live;

@@ -106,6 +106,27 @@ struct CowStateMapAccess {
   static std::size_t head_array_length(const Snapshot& s) {
     return s.heads_.size();
   }
+
+  // Pool slots a snapshot reaches through its heads and chains; stops after `limit` slots
+  // so a corrupted chain cannot loop forever.
+  template <class Snapshot>
+  static std::vector<std::uint32_t> snapshot_slots(const Snapshot& s, std::size_t limit) {
+    std::vector<std::uint32_t> out;
+    for (std::uint32_t head : s.heads_) {
+      for (std::uint32_t i = head; i != 0 && out.size() < limit; i = s.map_->at(i).next) {
+        out.push_back(i);
+      }
+    }
+    return out;
+  }
+
+  // mask[i] is true when pool slot i is on the free list.
+  template <class Map>
+  static std::vector<bool> free_slot_mask(const Map& m) {
+    std::vector<bool> mask(m.pool_.slots_allocated() + 1, false);
+    for (std::uint32_t i : m.pool_.free_list()) mask[i] = true;
+    return mask;
+  }
 };
 
 }  // namespace cowstate

@@ -76,6 +76,7 @@ class EntryPool {
 
   std::size_t slots_allocated() const noexcept { return next_ - 1; }
   std::size_t free_slots() const noexcept { return free_.size(); }
+  const std::vector<std::uint32_t>& free_list() const noexcept { return free_; }
   // Bytes of chunk storage plus the free list.
   std::size_t bytes_reserved() const noexcept {
     std::size_t bytes = free_.capacity() * sizeof(std::uint32_t);

@@ -50,6 +50,34 @@ inline Mutant& active() noexcept {
   static Mutant m = Mutant::none;
   return m;
 }
+
+struct MutantInfo {
+  Mutant mutant;
+  const char* name;
+  const char* description;
+};
+inline constexpr MutantInfo kCatalog[] = {
+    {Mutant::skip_chain_prefix_copy, "skip_chain_prefix_copy",
+     "a write into a shared chain mutates it in place"},
+    {Mutant::entry_version_le, "entry_version_le", "<= for < in the entry-version check"},
+    {Mutant::state_version_le, "state_version_le", "<= for < in the state-version check"},
+    {Mutant::no_version_bump_at_snapshot, "no_version_bump_at_snapshot",
+     "snapshot start does not advance the map version"},
+    {Mutant::h_min_on_release, "h_min_on_release",
+     "highest required version recomputed as the minimum on release"},
+    {Mutant::no_copy_in_rehash, "no_copy_in_rehash",
+     "rehash migration relinks shared entries in place"},
+    {Mutant::shared_state_mutable, "shared_state_mutable",
+     "get_mutable hands out a shared state without a copy"},
+    {Mutant::free_retired_early, "free_retired_early",
+     "retired memory freed while an older snapshot is live"},
+    {Mutant::snapshot_array_capacity_only, "snapshot_array_capacity_only",
+     "snapshot array sized by capacity only"},
+    {Mutant::writer_drops_chain_tail, "writer_drops_chain_tail",
+     "the snapshot writer drops the last entry of a chain"},
+    {Mutant::reader_drops_last_entry, "reader_drops_last_entry",
+     "the reader drops the last entry of a map"},
+};
 }  // namespace cowstate::mutants
 #define COWSTATE_MUTANT(name) (::cowstate::mutants::active() == ::cowstate::mutants::Mutant::name)
 #else
