@@ -120,6 +120,19 @@ struct CowStateMapAccess {
     return out;
   }
 
+  template <class Map>
+  static const typename Map::key_type& key_of(const Map& m, std::uint32_t index) {
+    return m.at(index).key;
+  }
+  template <class Map>
+  static const typename Map::namespace_type& namespace_of(const Map& m, std::uint32_t index) {
+    return m.at(index).ns;
+  }
+  template <class Map>
+  static const std::vector<std::uint32_t>& free_list(const Map& m) {
+    return m.pool_.free_list();
+  }
+
   // mask[i] is true when pool slot i is on the free list.
   template <class Map>
   static std::vector<bool> free_slot_mask(const Map& m) {

@@ -1,0 +1,78 @@
+// Fuzz campaigns: many runs from consecutive seeds, sharded deterministically, and the
+// failing-case files that `cowstate replay` reads back.
+//
+// Run i of a campaign with base seed S uses seed S + i. Shard I of N runs exactly the
+// indices i with i mod N == I, so the shards together run the unsharded campaign and a
+// run's result never depends on the shard count.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cowstate/sim/run.h"
+#include "cowstate/sim/strategy.h"
+#include "cowstate/sim/workload.h"
+
+namespace cowstate::sim {
+
+struct CampaignOptions {
+  std::uint64_t seed = 1;
+  std::uint64_t runs = 0;   // 0: until the time budget is spent
+  double time_seconds = 0;  // 0: no time budget (runs must be set)
+  std::uint32_t ops = 400;  // writer operations per run
+  std::string strategy = "random";
+  std::uint32_t pct_depth = 3;
+  std::uint32_t shard_index = 0;
+  std::uint32_t shard_count = 1;
+  std::uint32_t deep_check_every = 1;
+  bool stop_at_first_failure = true;
+};
+
+// Everything needed to rerun one run exactly.
+struct CaseSpec {
+  std::uint64_t seed = 1;
+  std::string strategy = "random";
+  std::uint32_t pct_depth = 3;
+  WorkloadOptions workload;
+  // What the recorded run did (for `replay` to confirm it reproduced).
+  std::string outcome;
+  std::string check;
+  std::uint64_t trace_hash = 0;
+};
+
+struct FinishedRun {
+  std::uint64_t index = 0;
+  CaseSpec spec;
+  RunResult result;
+};
+
+struct CampaignSummary {
+  std::uint64_t runs = 0;
+  std::uint64_t failures = 0;
+  RunStats totals;
+  double seconds = 0;
+  std::optional<FinishedRun> first_failure;
+};
+
+// The strategy a case names; nullopt for an unknown name.
+std::unique_ptr<Strategy> make_strategy(const std::string& name, std::uint32_t pct_depth,
+                                        std::uint32_t ops);
+// The spec of run `index` of a campaign.
+CaseSpec case_for_run(const CampaignOptions& options, std::uint64_t index);
+RunResult run_case(const CaseSpec& spec, bool keep_trace = false);
+
+// Runs a campaign; `on_run` (if set) sees every finished run, `on_progress` is called about
+// twice a second with the running totals.
+CampaignSummary run_campaign(const CampaignOptions& options,
+                             const std::function<void(const FinishedRun&)>& on_run,
+                             const std::function<void(const CampaignSummary&)>& on_progress);
+
+// Case files: `key value` lines and `#` comments. Errors name the line.
+std::string format_case(const CaseSpec& spec);
+std::optional<CaseSpec> parse_case(const std::string& text, const std::string& file_name,
+                                   std::string* error);
+
+}  // namespace cowstate::sim

@@ -1,0 +1,154 @@
+#include "cowstate/sim/campaign.h"
+
+#include <charconv>
+#include <chrono>
+#include <sstream>
+
+#include "cowstate/assert.h"
+
+namespace cowstate::sim {
+
+std::unique_ptr<Strategy> make_strategy(const std::string& name, std::uint32_t pct_depth,
+                                        std::uint32_t ops) {
+  if (name == "random") return make_random_strategy();
+  if (name == "pct") return make_pct_strategy(pct_depth, std::uint64_t{ops} * 3);
+  return nullptr;
+}
+
+CaseSpec case_for_run(const CampaignOptions& options, std::uint64_t index) {
+  CaseSpec spec;
+  spec.seed = options.seed + index;
+  spec.strategy = options.strategy;
+  spec.pct_depth = options.pct_depth;
+  spec.workload = WorkloadOptions::swarm(spec.seed, options.ops, options.deep_check_every);
+  return spec;
+}
+
+RunResult run_case(const CaseSpec& spec, bool keep_trace) {
+  std::unique_ptr<Strategy> strategy =
+      make_strategy(spec.strategy, spec.pct_depth, spec.workload.ops_max);
+  COWSTATE_ASSERT(strategy != nullptr, "REQUIRES", "unknown strategy in a case spec");
+  RunConfig config;
+  config.seed = spec.seed;
+  config.workload = spec.workload;
+  config.keep_trace = keep_trace;
+  return run_once(config, *strategy);
+}
+
+CampaignSummary run_campaign(const CampaignOptions& options,
+                             const std::function<void(const FinishedRun&)>& on_run,
+                             const std::function<void(const CampaignSummary&)>& on_progress) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  Clock::time_point last_progress = start;
+  CampaignSummary summary;
+  auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  for (std::uint64_t index = options.shard_index;; index += options.shard_count) {
+    if (options.runs != 0 && index >= options.runs) break;
+    if (options.time_seconds > 0 && elapsed() >= options.time_seconds) break;
+    FinishedRun run;
+    run.index = index;
+    run.spec = case_for_run(options, index);
+    run.result = run_case(run.spec);
+    run.spec.outcome = outcome_name(run.result.outcome);
+    run.spec.check = run.result.check;
+    run.spec.trace_hash = run.result.trace_hash;
+    ++summary.runs;
+    const RunStats& s = run.result.stats;
+    summary.totals.steps += s.steps;
+    summary.totals.ops += s.ops;
+    summary.totals.snapshots += s.snapshots;
+    summary.totals.snapshots_checked += s.snapshots_checked;
+    summary.totals.entries_checked += s.entries_checked;
+    summary.totals.deep_checks += s.deep_checks;
+    summary.totals.yields += s.yields;
+    const bool failed = run.result.outcome != Outcome::pass;
+    if (failed) {
+      ++summary.failures;
+      if (!summary.first_failure) summary.first_failure = run;
+    }
+    summary.seconds = elapsed();
+    if (on_run) on_run(run);
+    if (on_progress && Clock::now() - last_progress > std::chrono::milliseconds(500)) {
+      last_progress = Clock::now();
+      on_progress(summary);
+    }
+    if (failed && options.stop_at_first_failure) break;
+  }
+  summary.seconds = elapsed();
+  return summary;
+}
+
+std::string format_case(const CaseSpec& spec) {
+  std::ostringstream out;
+  out << "# cowstate failing case: `cowstate replay FILE` reruns it exactly.\n"
+      << "seed " << spec.seed << "\n"
+      << "strategy " << spec.strategy << "\n"
+      << "pct_depth " << spec.pct_depth << "\n"
+      << "options " << spec.workload.to_string() << "\n"
+      << "outcome " << spec.outcome << "\n"
+      << "check " << (spec.check.empty() ? "-" : spec.check) << "\n"
+      << "trace_hash " << spec.trace_hash << "\n";
+  return out.str();
+}
+
+std::optional<CaseSpec> parse_case(const std::string& text, const std::string& file_name,
+                                   std::string* error) {
+  CaseSpec spec;
+  bool have_seed = false, have_options = false;
+  std::istringstream in(text);
+  std::string line;
+  int number = 0;
+  auto fail = [&](const std::string& what) {
+    *error = file_name + ":" + std::to_string(number) + ": " + what;
+    return std::nullopt;
+  };
+  auto parse_u64 = [](const std::string& v, std::uint64_t* out) {
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), *out);
+    return ec == std::errc() && p == v.data() + v.size();
+  };
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty() || line[0] == '#') continue;
+    const std::size_t space = line.find(' ');
+    const std::string key = line.substr(0, space);
+    const std::string value = space == std::string::npos ? "" : line.substr(space + 1);
+    std::uint64_t n = 0;
+    if (key == "seed") {
+      if (!parse_u64(value, &spec.seed))
+        return fail("expected a seed (unsigned integer), found '" + value + "'");
+      have_seed = true;
+    } else if (key == "strategy") {
+      if (value != "random" && value != "pct")
+        return fail("expected strategy random or pct, found '" + value + "'");
+      spec.strategy = value;
+    } else if (key == "pct_depth") {
+      if (!parse_u64(value, &n) || n == 0 || n > 64)
+        return fail("expected pct_depth in [1, 64], found '" + value + "'");
+      spec.pct_depth = static_cast<std::uint32_t>(n);
+    } else if (key == "options") {
+      std::string why;
+      auto w = WorkloadOptions::parse(value, &why);
+      if (!w) return fail("options: " + why);
+      spec.workload = *w;
+      have_options = true;
+    } else if (key == "outcome") {
+      spec.outcome = value;
+    } else if (key == "check") {
+      spec.check = value == "-" ? "" : value;
+    } else if (key == "trace_hash") {
+      if (!parse_u64(value, &spec.trace_hash))
+        return fail("expected a trace hash, found '" + value + "'");
+    } else {
+      return fail("unknown key '" + key +
+                  "' (expected seed, strategy, pct_depth, options, outcome, check or trace_hash)");
+    }
+  }
+  if (!have_seed || !have_options) {
+    number = 0;
+    return fail(std::string("missing ") + (have_seed ? "options" : "seed") + " line");
+  }
+  return spec;
+}
+
+}  // namespace cowstate::sim

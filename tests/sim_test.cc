@@ -1,0 +1,240 @@
+// Tests of the simulator itself: the PRNG pinned by golden values, fibers, determinism
+// (same seed, same trace), sharding, case files, strategies and yield points.
+#include <catch2/catch.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cowstate/sim/campaign.h"
+#include "cowstate/sim/fiber.h"
+#include "cowstate/sim/random.h"
+#include "cowstate/sim/run.h"
+#include "cowstate/sim/strategy.h"
+#include "cowstate/sim/workload.h"
+
+using namespace cowstate::sim;
+
+TEST_CASE("SplitMix64 and xoshiro256** produce their golden values", "[sim][random]") {
+  SplitMix64 sm(0);  // the reference sequence for seed 0 starts with 0xe220a8397b1dcdaf
+  CHECK(sm.next() == 16294208416658607535ull);
+  CHECK(sm.next() == 7960286522194355700ull);
+  CHECK(sm.next() == 487617019471545679ull);
+  Prng p(42);
+  CHECK(p.next() == 1546998764402558742ull);
+  CHECK(p.next() == 6990951692964543102ull);
+  CHECK(p.next() == 12544586762248559009ull);
+  Prng q(7);
+  std::vector<std::uint64_t> draws;
+  for (int i = 0; i < 8; ++i) draws.push_back(q.below(10));
+  CHECK(draws == std::vector<std::uint64_t>{7, 2, 8, 9, 9, 8, 0, 1});
+  CHECK(derive_seed(1, 2) == 17976013367585798959ull);
+}
+
+TEST_CASE("below(n) stays in range and reaches every value", "[sim][random]") {
+  Prng p(3);
+  std::set<std::uint64_t> seen;
+  for (int i = 0; i < 1000; ++i) {
+    const std::uint64_t x = p.below(7);
+    REQUIRE(x < 7);
+    seen.insert(x);
+  }
+  CHECK(seen.size() == 7);
+  CHECK(p.below(1) == 0);
+}
+
+TEST_CASE("fibers interleave, propagate exceptions and unwind when destroyed", "[sim][fiber]") {
+  std::vector<std::string> log;
+  Fiber a([&] {
+    for (int i = 0; i < 3; ++i) {
+      log.push_back("a" + std::to_string(i));
+      Fiber::yield();
+    }
+  });
+  Fiber b([&] {
+    log.push_back("b");
+    Fiber::yield();
+    throw std::runtime_error("boom");
+  });
+  a.resume();
+  b.resume();
+  a.resume();
+  CHECK_THROWS_WITH(b.resume(), "boom");
+  CHECK(b.finished());
+  a.resume();
+  a.resume();
+  CHECK(a.finished());
+  CHECK(log == std::vector<std::string>{"a0", "b", "a1", "a2"});
+  bool unwound = false;
+  {
+    struct Flag {
+      bool* f;
+      ~Flag() { *f = true; }
+    };
+    Fiber c([&] {
+      Flag flag{&unwound};
+      for (;;) Fiber::yield();
+    });
+    c.resume();
+  }
+  CHECK(unwound);
+  CHECK_FALSE(Fiber::in_fiber());
+  Fiber::yield();  // outside a fiber: nothing happens
+}
+
+TEST_CASE("workload options print and parse back, and bad options name their column",
+          "[sim][workload]") {
+  for (std::uint64_t seed = 1; seed < 50; ++seed) {
+    const WorkloadOptions o = WorkloadOptions::swarm(seed, 123, 2);
+    std::string error;
+    auto back = WorkloadOptions::parse(o.to_string(), &error);
+    REQUIRE(back.has_value());
+    CHECK(*back == o);
+  }
+  std::string error;
+  CHECK_FALSE(WorkloadOptions::parse("keys=4 colour=blue", &error).has_value());
+  CHECK(error == "column 8: unknown option 'colour'");
+  CHECK_FALSE(WorkloadOptions::parse("keys=x", &error).has_value());
+  CHECK(error == "column 6: bad value for 'keys': 'x'");
+  CHECK_FALSE(WorkloadOptions::parse("keys=0", &error).has_value());
+  CHECK(error.find("out of range") != std::string::npos);
+}
+
+TEST_CASE("the swarm switches operations off and varies capacities across seeds",
+          "[sim][workload]") {
+  std::size_t switched_off = 0, tiny = 0, capped = 0, identity = 0;
+  for (std::uint64_t seed = 1; seed <= 200; ++seed) {
+    const WorkloadOptions o = WorkloadOptions::swarm(seed, 100, 1);
+    for (auto w : o.weights) switched_off += w == 0;
+    tiny += o.initial_capacity <= 2;
+    capped += o.max_capacity <= 8;
+    identity += o.identity_hash;
+    CHECK(o.weights[static_cast<std::size_t>(Op::put)] > 0);
+    CHECK(o.weights[static_cast<std::size_t>(Op::snapshot)] > 0);
+  }
+  CHECK(switched_off > 100);
+  CHECK(tiny > 20);
+  CHECK(capped > 20);
+  CHECK(identity > 40);
+}
+
+namespace {
+RunResult run_seed(std::uint64_t seed, const std::string& strategy, bool keep_trace) {
+  CampaignOptions options;
+  options.seed = seed;
+  options.ops = 150;
+  options.strategy = strategy;
+  return run_case(case_for_run(options, 0), keep_trace);
+}
+}  // namespace
+
+TEST_CASE("the same seed gives a byte-identical trace", "[sim][determinism]") {
+  for (const char* strategy : {"random", "pct"}) {
+    for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+      const RunResult a = run_seed(seed, strategy, true);
+      const RunResult b = run_seed(seed, strategy, true);
+      INFO("strategy " << strategy << " seed " << seed);
+      REQUIRE(a.outcome == Outcome::pass);
+      if (a.trace_hash != b.trace_hash) {
+        std::size_t i = 0;
+        while (i < a.trace.size() && i < b.trace.size() && a.trace[i] == b.trace[i]) ++i;
+        FAIL("traces differ first at line " << i << ":\n  "
+                                            << (i < a.trace.size() ? a.trace[i] : "<end>") << "\n  "
+                                            << (i < b.trace.size() ? b.trace[i] : "<end>"));
+      }
+      CHECK(a.trace == b.trace);
+      CHECK(a.schedule == b.schedule);
+    }
+  }
+}
+
+TEST_CASE("different seeds give different traces", "[sim][determinism]") {
+  std::set<std::uint64_t> hashes;
+  for (std::uint64_t seed = 1; seed <= 20; ++seed)
+    hashes.insert(run_seed(seed, "random", false).trace_hash);
+  CHECK(hashes.size() == 20);
+}
+
+TEST_CASE("runs yield inside production operations and check snapshots", "[sim][run]") {
+  RunStats total;
+  for (std::uint64_t seed = 1; seed <= 30; ++seed) {
+    const RunResult r = run_seed(seed, "random", false);
+    REQUIRE(r.outcome == Outcome::pass);
+    total.yields += r.stats.yields;
+    total.snapshots_checked += r.stats.snapshots_checked;
+    total.entries_checked += r.stats.entries_checked;
+    total.deep_checks += r.stats.deep_checks;
+  }
+  CHECK(total.yields > 100);
+  CHECK(total.snapshots_checked > 30);
+  CHECK(total.entries_checked > 1000);
+  CHECK(total.deep_checks > 100);
+}
+
+TEST_CASE("the replay strategy reruns a recorded schedule exactly", "[sim][replay]") {
+  CampaignOptions options;
+  options.seed = 77;
+  options.ops = 120;
+  const CaseSpec spec = case_for_run(options, 0);
+  const RunResult original = run_case(spec, true);
+  auto replay = make_replay_strategy(original.schedule);
+  RunConfig config;
+  config.seed = spec.seed;
+  config.workload = spec.workload;
+  config.keep_trace = true;
+  const RunResult again = run_once(config, *replay);
+  CHECK(again.trace_hash == original.trace_hash);
+  CHECK(again.schedule == original.schedule);
+}
+
+TEST_CASE("shards together run exactly the unsharded campaign", "[sim][campaign]") {
+  auto seeds_of = [](std::uint32_t index, std::uint32_t count) {
+    CampaignOptions o;
+    o.seed = 1000;
+    o.runs = 13;
+    o.ops = 40;
+    o.shard_index = index;
+    o.shard_count = count;
+    std::multiset<std::pair<std::uint64_t, std::uint64_t>> seen;  // (seed, trace hash)
+    run_campaign(
+        o,
+        [&](const FinishedRun& r) {
+          seen.insert({r.spec.seed, r.result.trace_hash});
+        },
+        nullptr);
+    return seen;
+  };
+  const auto whole = seeds_of(0, 1);
+  CHECK(whole.size() == 13);
+  std::multiset<std::pair<std::uint64_t, std::uint64_t>> merged;
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    const auto part = seeds_of(i, 3);
+    merged.insert(part.begin(), part.end());
+  }
+  CHECK(merged == whole);
+}
+
+TEST_CASE("case files round trip and bad ones name the line", "[sim][case]") {
+  CaseSpec spec;
+  spec.seed = 99;
+  spec.strategy = "pct";
+  spec.pct_depth = 4;
+  spec.workload = WorkloadOptions::swarm(99, 50, 3);
+  spec.outcome = "failure";
+  spec.check = "image";
+  spec.trace_hash = 12345;
+  std::string error;
+  auto back = parse_case(format_case(spec), "x.case", &error);
+  REQUIRE(back.has_value());
+  CHECK(back->seed == 99);
+  CHECK(back->strategy == "pct");
+  CHECK(back->pct_depth == 4);
+  CHECK(back->workload == spec.workload);
+  CHECK(back->check == "image");
+  CHECK(back->trace_hash == 12345);
+  CHECK_FALSE(parse_case("seed 1\nstrategy fast\n", "y.case", &error).has_value());
+  CHECK(error == "y.case:2: expected strategy random or pct, found 'fast'");
+  CHECK_FALSE(parse_case("seed one\n", "z.case", &error).has_value());
+  CHECK(error == "z.case:1: expected a seed (unsigned integer), found 'one'");
+  CHECK_FALSE(parse_case("# only a comment\nseed 3\n", "w.case", &error).has_value());
+  CHECK(error == "w.case:0: missing options line");
+}
