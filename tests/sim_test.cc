@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cowstate/sim/campaign.h"
+#include "cowstate/sim/explore.h"
 #include "cowstate/sim/fiber.h"
 #include "cowstate/sim/random.h"
 #include "cowstate/sim/run.h"
@@ -237,4 +238,48 @@ TEST_CASE("case files round trip and bad ones name the line", "[sim][case]") {
   CHECK(error == "z.case:1: expected a seed (unsigned integer), found 'one'");
   CHECK_FALSE(parse_case("# only a comment\nseed 3\n", "w.case", &error).has_value());
   CHECK(error == "w.case:0: missing options line");
+}
+
+namespace {
+RunConfig small_config() {
+  RunConfig config;
+  config.seed = 5;
+  WorkloadOptions& w = config.workload;
+  w.ops_max = 12;
+  w.keys = 2;
+  w.namespaces = 1;
+  w.initial_capacity = 2;
+  w.min_capacity = 2;
+  w.identity_hash = true;
+  w.live_snapshots_max = 1;
+  w.step_entries_max = 1;
+  w.cancel_percent = 50;
+  w.weights = {6, 0, 3, 0, 1, 0, 2, 0, 6, 0};
+  return config;
+}
+}  // namespace
+
+TEST_CASE("bounded exhaustive exploration covers the space and dedup prunes equivalent states",
+          "[sim][explore]") {
+  ExploreOptions with;
+  with.preemption_bound = 2;
+  with.max_schedules = 20000;
+  const ExploreResult deduped = explore(small_config(), with);
+  ExploreOptions without = with;
+  without.dedup = false;
+  const ExploreResult full = explore(small_config(), without);
+  INFO("dedup: " << deduped.schedules << " schedules, " << deduped.pruned << " pruned; full: "
+                 << full.schedules);
+  CHECK(deduped.complete);
+  CHECK(full.complete);
+  CHECK(deduped.failures.empty());
+  CHECK(full.failures.empty());
+  CHECK(full.schedules > 10);
+  CHECK(deduped.pruned > 0);
+  CHECK(deduped.schedules < full.schedules);
+  ExploreOptions none = with;
+  none.preemption_bound = 0;
+  const ExploreResult serial = explore(small_config(), none);
+  CHECK(serial.complete);
+  CHECK(serial.schedules < deduped.schedules);
 }
