@@ -1,0 +1,180 @@
+// Serializers: how one key, namespace or state value becomes bytes and back.
+//
+// A serializer is a stateless struct (concept `Serializer<S, T>` below):
+//   static constexpr std::uint16_t id;          stored in file headers; a reader refuses a
+//                                                file written with another id. Ids are part
+//                                                of the format: never reuse or renumber one.
+//   static constexpr const char* name;          for messages ("int64")
+//   static constexpr std::size_t fixed_size;    bytes per value, or 0 if the size varies
+//   static constexpr std::size_t min_size;      fewest bytes a value can take (optional;
+//                                                defaults to fixed_size)
+//   static void write(ByteWriter&, const T&);
+//   static Status read(ByteReader&, T&);       never crashes on any input; an error names
+//                                                the offset, what was expected and found
+//
+// Wire layouts (all integers little-endian, cowstate/bytes.h):
+//   id  name           T                          bytes
+//   1   int64          std::int64_t               8, two's complement
+//   2   uint64         std::uint64_t              8
+//   3   int32          std::int32_t               4, two's complement
+//   4   string         std::string                u32 length n, then n raw bytes
+//   5   vector<int64>  std::vector<std::int64_t>  u32 count n, then n x 8 bytes (int64)
+//
+// A length or count is checked against the bytes remaining BEFORE anything is allocated,
+// so a corrupt or hostile length field costs nothing.
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cowstate/assert.h"
+#include "cowstate/bytes.h"
+#include "cowstate/status.h"
+
+namespace cowstate {
+
+template <class S, class T>
+concept Serializer = requires(ByteWriter& w, ByteReader& r, const T& in, T& out) {
+  { S::id } -> std::convertible_to<std::uint16_t>;
+  { S::name } -> std::convertible_to<const char*>;
+  { S::fixed_size } -> std::convertible_to<std::size_t>;
+  { S::write(w, in) } -> std::same_as<void>;
+  { S::read(r, out) } -> std::same_as<Status>;
+};
+
+// Fewest bytes a value of serializer S takes: S::min_size if declared, else S::fixed_size.
+template <class S>
+constexpr std::size_t serializer_min_size() noexcept {
+  if constexpr (requires { S::min_size; }) {
+    return S::min_size;
+  } else {
+    return S::fixed_size;
+  }
+}
+
+struct Int64Serializer {
+  static constexpr std::uint16_t id = 1;
+  static constexpr const char* name = "int64";
+  static constexpr std::size_t fixed_size = 8;
+  static constexpr std::size_t min_size = 8;
+  static void write(ByteWriter& w, const std::int64_t& v) { w.put_i64(v); }
+  static Status read(ByteReader& r, std::int64_t& v) { return r.read_i64(v, name); }
+};
+
+struct UInt64Serializer {
+  static constexpr std::uint16_t id = 2;
+  static constexpr const char* name = "uint64";
+  static constexpr std::size_t fixed_size = 8;
+  static constexpr std::size_t min_size = 8;
+  static void write(ByteWriter& w, const std::uint64_t& v) { w.put_u64(v); }
+  static Status read(ByteReader& r, std::uint64_t& v) { return r.read_u64(v, name); }
+};
+
+struct Int32Serializer {
+  static constexpr std::uint16_t id = 3;
+  static constexpr const char* name = "int32";
+  static constexpr std::size_t fixed_size = 4;
+  static constexpr std::size_t min_size = 4;
+  static void write(ByteWriter& w, const std::int32_t& v) { w.put_i32(v); }
+  static Status read(ByteReader& r, std::int32_t& v) { return r.read_i32(v, name); }
+};
+
+struct StringSerializer {
+  static constexpr std::uint16_t id = 4;
+  static constexpr const char* name = "string";
+  static constexpr std::size_t fixed_size = 0;
+  static constexpr std::size_t min_size = 4;
+  // REQUIRES: s.size() < 2^32.
+  static void write(ByteWriter& w, const std::string& s) {
+    COWSTATE_ASSERT(s.size() <= std::numeric_limits<std::uint32_t>::max(), "REQUIRES",
+                    "string longer than 2^32-1 bytes");
+    w.put_u32(static_cast<std::uint32_t>(s.size()));
+    w.put_bytes(std::as_bytes(std::span<const char>(s.data(), s.size())));
+  }
+  static Status read(ByteReader& r, std::string& s) {
+    const std::size_t at = r.offset();
+    std::uint32_t n = 0;
+    if (Status st = r.read_u32(n, "length of string"); !st.ok()) return st;
+    if (n > r.remaining()) {  // before allocating anything
+      Status err = r.length_error(at, "length of string", n, 1);
+      r.seek(at);  // a failed read consumes nothing
+      return err;
+    }
+    std::span<const std::byte> bytes;
+    Status st = r.read_bytes(n, bytes, name);
+    COWSTATE_ASSERT(st.ok(), "REQUIRES", "string bytes checked above");
+    s.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    return Status();
+  }
+};
+
+struct VectorInt64Serializer {
+  static constexpr std::uint16_t id = 5;
+  static constexpr const char* name = "vector<int64>";
+  static constexpr std::size_t fixed_size = 0;
+  static constexpr std::size_t min_size = 4;
+  // REQUIRES: v.size() < 2^32.
+  static void write(ByteWriter& w, const std::vector<std::int64_t>& v) {
+    COWSTATE_ASSERT(v.size() <= std::numeric_limits<std::uint32_t>::max(), "REQUIRES",
+                    "vector longer than 2^32-1 elements");
+    w.put_u32(static_cast<std::uint32_t>(v.size()));
+    if constexpr (std::endian::native == std::endian::little) {
+      w.put_bytes(std::as_bytes(std::span<const std::int64_t>(v)));
+    } else {
+      for (std::int64_t x : v) w.put_i64(x);
+    }
+  }
+  static Status read(ByteReader& r, std::vector<std::int64_t>& v) {
+    const std::size_t at = r.offset();
+    std::uint32_t n = 0;
+    if (Status st = r.read_u32(n, "count of vector<int64>"); !st.ok()) return st;
+    if (n > r.remaining() / 8) {  // before allocating anything
+      Status err = r.length_error(at, "count of vector<int64>", n, 8);
+      r.seek(at);
+      return err;
+    }
+    std::span<const std::byte> bytes;
+    Status st = r.read_bytes(std::size_t{n} * 8, bytes, name);
+    COWSTATE_ASSERT(st.ok(), "REQUIRES", "vector bytes checked above");
+    v.resize(n);
+    if constexpr (std::endian::native == std::endian::little) {
+      if (n != 0) std::memcpy(v.data(), bytes.data(), bytes.size());
+    } else {
+      for (std::size_t i = 0; i < n; ++i)
+        v[i] = detail::load_le<std::int64_t>(bytes.data() + 8 * i);
+    }
+    return Status();
+  }
+};
+
+// The name of a built-in serializer id, or "unknown" (for messages about foreign files).
+inline const char* serializer_name(std::uint16_t id) noexcept {
+  switch (id) {
+    case Int64Serializer::id:
+      return Int64Serializer::name;
+    case UInt64Serializer::id:
+      return UInt64Serializer::name;
+    case Int32Serializer::id:
+      return Int32Serializer::name;
+    case StringSerializer::id:
+      return StringSerializer::name;
+    case VectorInt64Serializer::id:
+      return VectorInt64Serializer::name;
+    default:
+      return "unknown";
+  }
+}
+
+static_assert(Serializer<Int64Serializer, std::int64_t>);
+static_assert(Serializer<UInt64Serializer, std::uint64_t>);
+static_assert(Serializer<Int32Serializer, std::int32_t>);
+static_assert(Serializer<StringSerializer, std::string>);
+static_assert(Serializer<VectorInt64Serializer, std::vector<std::int64_t>>);
+
+}  // namespace cowstate
