@@ -1,0 +1,502 @@
+// Real-thread stress test of CowStateMap: one writer and two snapshot threads.
+//
+// The writer (the test's own thread) applies random operations (put, remove, get,
+// get_mutable + mutate, transform) to the map and mirrors each on a plain std::map, its own
+// record of the live contents; it compares every result with the mirror. Now and then it
+// starts a snapshot, copies the mirror at that instant as the snapshot's expected image, and
+// hands (snapshot, expected image) to the snapshot threads through a queue; at most
+// kMaxInFlight snapshots are live at once. Each snapshot thread takes one, either iterates it
+// in full or serializes it with the snapshot writer in small steps (yielding between steps,
+// so the writer runs concurrently) and restores the bytes, compares with the expected image,
+// and releases it on its own thread (sometimes twice).
+//
+// The run is split into epochs. An epoch starts a fresh map at capacity 4 (sometimes with a
+// small maximum capacity), so rehashes happen while snapshots are live. At the end of an
+// epoch the writer waits until every snapshot was released, then requires retired_count() == 0,
+// check_invariants() and live map == mirror.
+//
+// Bounded by time (COWSTATE_STRESS_SECONDS, default 2 per test case) and by an operation
+// count. Seed from COWSTATE_STRESS_SEED (default: time); thread interleaving is not
+// reproducible, the seed only fixes the operation mix. Clean under the tsan preset.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "cowstate/cow_state_map.h"
+#include "cowstate/model/versioned_map.h"
+#include "cowstate/serializers.h"
+#include "cowstate/sim/random.h"
+#include "cowstate/snapshot_io.h"
+
+namespace {
+
+using Key = std::uint64_t;
+using Ns = std::int32_t;
+using Clock = std::chrono::steady_clock;
+
+// The project's PRNG (xoshiro256** seeded through SplitMix64), one per thread.
+using Rng = cowstate::sim::Prng;
+
+// --- configuration ---------------------------------------------------------------------------
+
+double stress_seconds() {
+  const char* s = std::getenv("COWSTATE_STRESS_SECONDS");
+  if (s == nullptr || *s == '\0') return 2.0;
+  const double v = std::strtod(s, nullptr);
+  return v > 0 ? v : 2.0;
+}
+
+std::uint64_t stress_seed() {
+  if (const char* s = std::getenv("COWSTATE_STRESS_SEED"); s != nullptr && *s != '\0') {
+    return std::strtoull(s, nullptr, 0);
+  }
+  return static_cast<std::uint64_t>(Clock::now().time_since_epoch().count());
+}
+
+constexpr std::uint64_t kKeys = 512;           // keys 0..511
+constexpr std::int32_t kNamespaces = 3;        // namespaces 0..2
+constexpr std::size_t kMaxInFlight = 4;        // live snapshots at once
+constexpr std::uint64_t kOpsMax = 50'000'000;  // bound besides time
+constexpr std::size_t kMaxElements = 8;        // vector states stay short
+
+// --- per state type: values and mutations, identical on map and mirror --------------------------
+
+template <class S>
+struct StateOps;
+
+template <>
+struct StateOps<std::int64_t> {
+  using SS = cowstate::Int64Serializer;
+  static std::int64_t make(Rng& rng) { return static_cast<std::int64_t>(rng.below(1000)); }
+  static void mutate(std::int64_t& s, std::int64_t x) { s += x; }
+  static std::int64_t transform(const std::int64_t* old, const std::int64_t& x) {
+    return (old != nullptr ? *old : 0) * 3 + x;
+  }
+  static std::string text(const std::int64_t& s) { return std::to_string(s); }
+};
+
+template <>
+struct StateOps<std::vector<std::int64_t>> {
+  using S = std::vector<std::int64_t>;
+  using SS = cowstate::VectorInt64Serializer;
+  static S make(Rng& rng) {
+    S v(rng.below(4));
+    for (auto& x : v) x = static_cast<std::int64_t>(rng.below(1000));
+    return v;
+  }
+  static void mutate(S& s, std::int64_t x) {
+    if (s.size() >= kMaxElements) s.erase(s.begin());
+    s.push_back(x);
+  }
+  static S transform(const S* old, const std::int64_t& x) {
+    S v = old != nullptr ? *old : S{};
+    mutate(v, x);
+    return v;
+  }
+  static std::string text(const S& s) { return cowstate::model::to_text(s); }
+};
+
+// --- shared between threads --------------------------------------------------------------------
+
+// Failures seen on any thread; reported by the test's thread after every thread joined
+// (Catch2 assertions are not thread-safe).
+class Failures {
+ public:
+  void add(std::string what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++count_;
+    if (messages_.size() < 10) messages_.push_back(std::move(what));
+  }
+  std::size_t count() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return count_;
+  }
+  std::string text() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string out;
+    for (const std::string& m : messages_) out += m + "\n";
+    return out;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::size_t count_ = 0;
+  std::vector<std::string> messages_;
+};
+
+template <class S>
+using Image = std::map<std::pair<Key, Ns>, S>;
+
+template <class S>
+using Map = cowstate::CowStateMap<Key, Ns, S>;
+
+// A snapshot and what the writer's mirror held when it was started.
+template <class S>
+struct Handoff {
+  typename Map<S>::Snapshot snapshot;
+  Image<S> expected;
+  cowstate::MapOptions options;  // of the map it came from, for restoring
+  bool rehashing = false;        // started while a rehash was in flight
+};
+
+// Hands snapshots from the writer to the snapshot threads. `in_flight` counts snapshots
+// started and not yet released; the writer starts one only below kMaxInFlight and waits
+// for zero at the end of an epoch.
+template <class S>
+class HandoffQueue {
+ public:
+  bool can_start() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return in_flight_ < kMaxInFlight;
+  }
+  void push(Handoff<S> h) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++in_flight_;
+      items_.push_back(std::move(h));
+    }
+    cv_.notify_all();
+  }
+  // Blocks until a snapshot is queued or the queue is closed and empty.
+  std::optional<Handoff<S>> pop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return !items_.empty() || closed_; });
+    if (items_.empty()) return std::nullopt;
+    Handoff<S> h = std::move(items_.front());
+    items_.pop_front();
+    return h;
+  }
+  // Called by a snapshot thread after it released (and destroyed) a popped snapshot.
+  void done_one() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --in_flight_;
+    }
+    cv_.notify_all();
+  }
+  // Blocks until every started snapshot was released: the map may then be destroyed.
+  void wait_all_released() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return in_flight_ == 0; });
+  }
+  void close() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Handoff<S>> items_;
+  std::size_t in_flight_ = 0;
+  bool closed_ = false;
+};
+
+struct SnapshotStats {
+  std::uint64_t iterated = 0;
+  std::uint64_t serialized = 0;
+  std::uint64_t entries_compared = 0;
+  std::uint64_t double_releases = 0;
+  std::uint64_t serializer_steps = 0;
+  std::uint64_t during_rehash = 0;
+};
+
+// --- snapshot threads --------------------------------------------------------------------------
+
+template <class S>
+std::string describe_difference(const Image<S>& expected, const Image<S>& actual) {
+  auto d = cowstate::model::diff(expected, actual);
+  return d.has_value() ? *d : std::string("no difference");
+}
+
+// Iterates the snapshot in full, yielding now and then so the writer runs in between, and
+// compares with the expected image.
+template <class S>
+void check_by_iteration(const Handoff<S>& h, Rng& rng, Failures& failures, SnapshotStats& stats) {
+  Image<S> seen;
+  std::uint64_t until_yield = 1 + rng.below(64);
+  for (auto c = h.snapshot.cursor(); !c.done(); c.next()) {
+    if (--until_yield == 0) {
+      std::this_thread::yield();
+      until_yield = 1 + rng.below(64);
+    }
+    const auto e = c.get();
+    if (!seen.emplace(std::make_pair(e.key, e.ns), e.state).second) {
+      failures.add("snapshot " + std::to_string(h.snapshot.version()) + " emitted (" +
+                   std::to_string(e.key) + "," + std::to_string(e.ns) + ") twice");
+    }
+  }
+  if (h.snapshot.size() != h.expected.size()) {
+    failures.add("snapshot " + std::to_string(h.snapshot.version()) + " size " +
+                 std::to_string(h.snapshot.size()) + ", writer recorded " +
+                 std::to_string(h.expected.size()));
+  }
+  if (seen != h.expected) {
+    failures.add("iterating snapshot " + std::to_string(h.snapshot.version()) + ": " +
+                 describe_difference(h.expected, seen));
+  }
+  ++stats.iterated;
+  stats.entries_compared += h.expected.size();
+}
+
+// Serializes the snapshot in small steps, yielding between them, restores the bytes into a
+// fresh map and compares with the expected image.
+template <class S>
+void check_by_serialization(const Handoff<S>& h, Rng& rng, Failures& failures,
+                            SnapshotStats& stats) {
+  using KS = cowstate::UInt64Serializer;
+  using NS = cowstate::Int32Serializer;
+  using SS = typename StateOps<S>::SS;
+  const std::string name = "snapshot " + std::to_string(h.snapshot.version());
+  std::vector<std::byte> bytes;
+  {
+    cowstate::MapSnapshotWriter<Map<S>, KS, NS, SS> writer(h.snapshot);
+    std::size_t written = 0;
+    while (!writer.step(1 + rng.below(64),
+                        [&written](const Key&, const Ns&, const S&) { ++written; })) {
+      ++stats.serializer_steps;
+      if (rng.chance(1, 8)) {
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      } else {
+        std::this_thread::yield();
+      }
+    }
+    if (written != h.expected.size() || writer.entries_written() != h.expected.size()) {
+      failures.add(name + ": wrote " + std::to_string(written) + " entries, expected " +
+                   std::to_string(h.expected.size()));
+    }
+    bytes = writer.take_bytes();
+  }
+  auto restored = cowstate::read_map_snapshot<Map<S>, KS, NS, SS>(bytes, h.options);
+  if (!restored.ok()) {
+    failures.add(name + ": reading back failed: " + restored.status().message());
+    return;
+  }
+  Map<S>& fresh = *restored.value();
+  Image<S> seen;
+  fresh.for_each(
+      [&seen](const Key& k, const Ns& n, const S& s) { seen.emplace(std::make_pair(k, n), s); });
+  if (seen != h.expected || fresh.size() != h.expected.size()) {
+    failures.add(name + " restored: " + describe_difference(h.expected, seen));
+  }
+  if (std::string why; !fresh.check_invariants(&why)) failures.add(name + " restored: " + why);
+  ++stats.serialized;
+  stats.entries_compared += h.expected.size();
+}
+
+template <class S>
+void snapshot_thread(HandoffQueue<S>& queue, std::uint64_t seed, Failures& failures,
+                     SnapshotStats& stats) {
+  Rng rng(seed);
+  while (std::optional<Handoff<S>> h = queue.pop()) {
+    if (!h->snapshot.valid()) failures.add("a handed-off snapshot is not valid");
+    if (h->rehashing) ++stats.during_rehash;
+    if (rng.chance(1, 2)) {
+      check_by_iteration(*h, rng, failures, stats);
+    } else {
+      check_by_serialization(*h, rng, failures, stats);
+    }
+    h->snapshot.release();
+    if (rng.chance(1, 4)) {
+      h->snapshot.release();  // idempotent
+      ++stats.double_releases;
+    }
+    if (!h->snapshot.released()) failures.add("a released snapshot is not released");
+    h.reset();  // nothing refers to the map any more
+    queue.done_one();
+  }
+}
+
+// --- the writer --------------------------------------------------------------------------------
+
+struct WriterStats {
+  std::uint64_t ops = 0;
+  std::uint64_t snapshots = 0;
+  std::uint64_t epochs = 0;
+  std::uint64_t full_checks = 0;
+};
+
+// One random writer operation on `map`, mirrored on `mirror`; results are compared.
+template <class S>
+void writer_step(Map<S>& map, Image<S>& mirror, Rng& rng, Failures& failures) {
+  using Ops = StateOps<S>;
+  const Key k = rng.below(kKeys);
+  const Ns n = static_cast<Ns>(rng.below(kNamespaces));
+  const auto key = std::make_pair(k, n);
+  const auto it = mirror.find(key);
+  const std::uint64_t op = rng.below(100);
+  const auto where = [&] { return "(" + std::to_string(k) + "," + std::to_string(n) + ")"; };
+  if (op < 35) {
+    S s = Ops::make(rng);
+    mirror[key] = s;
+    map.put(k, n, std::move(s));
+  } else if (op < 55) {
+    const bool removed = map.remove(k, n);
+    if (removed != (it != mirror.end())) failures.add("remove " + where() + " disagrees");
+    if (it != mirror.end()) mirror.erase(it);
+  } else if (op < 70) {
+    const auto x = static_cast<std::int64_t>(rng.below(100));
+    S* s = map.get_mutable(k, n);
+    if ((s == nullptr) != (it == mirror.end())) {
+      failures.add("get_mutable " + where() + " presence disagrees");
+    } else if (s != nullptr) {
+      if (!(*s == it->second)) {
+        failures.add("get_mutable " + where() + ": " + Ops::text(*s) + ", mirror " +
+                     Ops::text(it->second));
+      }
+      Ops::mutate(*s, x);
+      Ops::mutate(it->second, x);
+    }
+  } else if (op < 85) {
+    const auto x = static_cast<std::int64_t>(rng.below(100));
+    map.transform(k, n, x, &Ops::transform);
+    mirror[key] = Ops::transform(it != mirror.end() ? &it->second : nullptr, x);
+  } else {
+    const S* s = map.get(k, n);
+    if ((s == nullptr) != (it == mirror.end())) {
+      failures.add("get " + where() + " presence disagrees");
+    } else if (s != nullptr && !(*s == it->second)) {
+      failures.add("get " + where() + ": " + Ops::text(*s) + ", mirror " + Ops::text(it->second));
+    }
+  }
+}
+
+template <class S>
+void check_live(Map<S>& map, const Image<S>& mirror, Failures& failures, const char* when) {
+  Image<S> live;
+  map.for_each(
+      [&live](const Key& k, const Ns& n, const S& s) { live.emplace(std::make_pair(k, n), s); });
+  if (live != mirror || map.size() != mirror.size()) {
+    failures.add(std::string("live map ") + when + ": " + describe_difference(mirror, live));
+  }
+  if (std::string why; !map.check_invariants(&why)) {
+    failures.add(std::string("check_invariants ") + when + ": " + why);
+  }
+}
+
+template <class S>
+void run_stress(const char* label) {
+  const double seconds = stress_seconds();
+  const std::uint64_t seed = stress_seed();
+  INFO("COWSTATE_STRESS_SEED=" << seed << " COWSTATE_STRESS_SECONDS=" << seconds);
+
+  Failures failures;
+  HandoffQueue<S> queue;
+  SnapshotStats snap_stats[2];
+  std::thread readers[2];
+  for (std::size_t i = 0; i < 2; ++i) {
+    readers[i] =
+        std::thread(snapshot_thread<S>, std::ref(queue), cowstate::sim::derive_seed(seed, 1 + i),
+                    std::ref(failures), std::ref(snap_stats[i]));
+  }
+
+  Rng rng(seed);
+  WriterStats w;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(seconds));
+  bool stop = false;
+  while (!stop) {
+    // One epoch: a fresh map at capacity 4, a third of the time with a small maximum.
+    const cowstate::MapOptions options{
+        .initial_capacity = 4,
+        .min_capacity = 4,
+        .max_capacity = rng.chance(1, 3) ? 64u : (1u << 30),
+    };
+    Map<S> map(options);
+    Image<S> mirror;
+    const std::uint64_t epoch_ops = 5'000 + rng.below(30'000);
+    for (std::uint64_t i = 0; i < epoch_ops; ++i) {
+      writer_step(map, mirror, rng, failures);
+      ++w.ops;
+      // Snapshots are denser while a rehash is in flight (the map grows early in an epoch).
+      if (rng.chance(1, map.rehashing() ? 8 : 64) && queue.can_start()) {
+        Handoff<S> h{map.snapshot(), mirror, options, map.rehashing()};
+        queue.push(std::move(h));
+        ++w.snapshots;
+      }
+      if ((i & 4095) == 4095) {
+        if (Clock::now() >= deadline || w.ops >= kOpsMax || failures.count() > 0) {
+          stop = true;
+          break;
+        }
+      }
+      if ((i & 16383) == 16383) {
+        check_live(map, mirror, failures, "during the epoch");
+        ++w.full_checks;
+      }
+    }
+    // The writer keeps the map until every snapshot of it was released.
+    queue.wait_all_released();
+    const std::size_t retired = map.retired_count();
+    if (retired != 0) {
+      failures.add("retired_count() is " + std::to_string(retired) + " after every release");
+    }
+    check_live(map, mirror, failures, "at the end of an epoch");
+    ++w.full_checks;
+    ++w.epochs;
+  }
+  queue.close();
+  for (std::thread& t : readers) t.join();
+
+  SnapshotStats total;
+  for (const SnapshotStats& s : snap_stats) {
+    total.iterated += s.iterated;
+    total.serialized += s.serialized;
+    total.entries_compared += s.entries_compared;
+    total.double_releases += s.double_releases;
+    total.serializer_steps += s.serializer_steps;
+    total.during_rehash += s.during_rehash;
+  }
+  std::printf(
+      "stress %s: seed %llu, %.1f s: %llu ops in %llu epochs, %llu snapshots (%llu during a "
+      "rehash): %llu iterated, %llu serialized in %llu steps; %llu entries compared; %llu double "
+      "releases; %llu full checks of the live map\n",
+      label, static_cast<unsigned long long>(seed), seconds, static_cast<unsigned long long>(w.ops),
+      static_cast<unsigned long long>(w.epochs), static_cast<unsigned long long>(w.snapshots),
+      static_cast<unsigned long long>(total.during_rehash),
+      static_cast<unsigned long long>(total.iterated),
+      static_cast<unsigned long long>(total.serialized),
+      static_cast<unsigned long long>(total.serializer_steps),
+      static_cast<unsigned long long>(total.entries_compared),
+      static_cast<unsigned long long>(total.double_releases),
+      static_cast<unsigned long long>(w.full_checks));
+  std::fflush(stdout);
+
+  INFO(failures.text());
+  CHECK(failures.count() == 0);
+  CHECK(w.snapshots == total.iterated + total.serialized);
+  CHECK(w.snapshots > 0);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "snapshots iterated and serialized on two threads while the writer writes boxed vector "
+    "states see exactly what the writer recorded at their start",
+    "[stress][threads]") {
+  run_stress<std::vector<std::int64_t>>("vector<int64> (boxed)");
+}
+
+TEST_CASE(
+    "snapshots iterated and serialized on two threads while the writer writes inline int64 "
+    "states see exactly what the writer recorded at their start",
+    "[stress][threads]") {
+  run_stress<std::int64_t>("int64 (inline)");
+}
