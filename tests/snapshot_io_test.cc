@@ -525,6 +525,23 @@ TEST_CASE("a snapshot written in steps of one entry equals one written at once",
   }
 }
 
+TEST_CASE("a writer moved between steps continues where it left off", "[io][step]") {
+  StringMap m;
+  for (int i = 0; i < 30; ++i)
+    m.put(std::to_string(i), i, std::string(static_cast<std::size_t>(i), 'm'));
+  auto snap = m.snapshot();
+  const Bytes expected = write_all<StringIo>(snap);
+  Writer<StringIo> first(snap);
+  REQUIRE_FALSE(first.step(10));
+  Writer<StringIo> second(std::move(first));
+  REQUIRE_FALSE(second.step(10));
+  Writer<StringIo> third(snap);
+  third = std::move(second);
+  CHECK(third.step(10));
+  CHECK(third.entries_written() == 30);
+  CHECK(third.bytes() == expected);
+}
+
 TEST_CASE("between steps the bytes hold the header and exactly the entries written so far",
           "[io][step]") {
   IntMap m;

@@ -21,6 +21,7 @@
 // Thread safety: none; one object per thread.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -70,31 +71,55 @@ inline U load_le(const std::byte* p) noexcept {
 class ByteWriter {
  public:
   ByteWriter() = default;
+  ByteWriter(ByteWriter&& o) noexcept
+      : buf_(std::move(o.buf_)),
+        cur_(std::exchange(o.cur_, nullptr)),
+        lim_(std::exchange(o.lim_, nullptr)) {
+    o.buf_.clear();
+  }
+  ByteWriter& operator=(ByteWriter&& o) noexcept {
+    if (this != &o) {
+      buf_ = std::move(o.buf_);
+      o.buf_.clear();
+      cur_ = std::exchange(o.cur_, nullptr);
+      lim_ = std::exchange(o.lim_, nullptr);
+    }
+    return *this;
+  }
+  ByteWriter(const ByteWriter&) = delete;
+  ByteWriter& operator=(const ByteWriter&) = delete;
+  ~ByteWriter() = default;
 
   // Bytes written so far (excludes slack).
-  std::size_t size() const noexcept { return pos_; }
+  std::size_t size() const noexcept { return static_cast<std::size_t>(cur_ - buf_.data()); }
   // The written bytes; valid until the next append.
-  std::span<const std::byte> written() const noexcept { return {buf_.data(), pos_}; }
+  std::span<const std::byte> written() const noexcept { return {buf_.data(), size()}; }
 
   // Capacity hint for the final size; allocates, does not zero-fill.
-  void reserve(std::size_t total_bytes) { buf_.reserve(total_bytes); }
+  void reserve(std::size_t total_bytes) {
+    const std::size_t pos = size();
+    buf_.reserve(total_bytes);
+    rebase(pos);
+  }
   // Makes room for `n` more bytes, so the next n bytes of appends do not grow the vector.
   void ensure(std::size_t n) {
-    if (buf_.size() - pos_ < n) buf_.resize(pos_ + n);
+    if (room() < n) resize_to(size() + n);
   }
   // Drops the slack: afterwards vector().size() == size(). Keeps the capacity.
-  void trim() { buf_.resize(pos_); }
+  void trim() { resize_to(size()); }
 
   // REQUIRES: trim() since the last append.
   const std::vector<std::byte>& vector() const noexcept {
-    COWSTATE_ASSERT(buf_.size() == pos_, "REQUIRES", "ByteWriter::vector() without trim()");
+    COWSTATE_ASSERT(buf_.size() == size(), "REQUIRES", "ByteWriter::vector() without trim()");
     return buf_;
   }
   // Moves the written bytes out (trimmed) and leaves the writer empty.
   std::vector<std::byte> take() {
     trim();
-    pos_ = 0;
-    return std::exchange(buf_, {});
+    std::vector<std::byte> out = std::move(buf_);
+    buf_.clear();
+    cur_ = lim_ = nullptr;
+    return out;
   }
 
   void put_u8(std::uint8_t v) { put(v); }
@@ -111,7 +136,7 @@ class ByteWriter {
   // Overwrites an already written u64 at `offset` (for fields known only later).
   // REQUIRES: offset + 8 <= size().
   void patch_u64(std::size_t offset, std::uint64_t v) noexcept {
-    COWSTATE_ASSERT(offset + 8 <= pos_, "REQUIRES", "patch_u64 past the written bytes");
+    COWSTATE_ASSERT(offset + 8 <= size(), "REQUIRES", "patch_u64 past the written bytes");
     detail::store_le(buf_.data() + offset, v);
   }
 
@@ -120,30 +145,41 @@ class ByteWriter {
   void put(U v) {
     detail::store_le(append(sizeof(U)), v);
   }
-  // Room for n bytes at the write position; advances it.
+  std::size_t room() const noexcept { return static_cast<std::size_t>(lim_ - cur_); }
+  // Room for n bytes at the write position; advances it. Two pointers rather than the
+  // vector's size and an index: the common case is one compare, one store, one add.
   std::byte* append(std::size_t n) {
-    if (buf_.size() - pos_ < n) [[unlikely]]
+    if (room() < n) [[unlikely]]
       grow(n);
-    std::byte* p = buf_.data() + pos_;
-    pos_ += n;
+    std::byte* p = cur_;
+    cur_ += n;
     return p;
   }
   // Grows the slack: up to the current capacity when that is near (zero-filling at most
   // kSlackMax bytes ahead, so trim() + append per step stays linear), else geometrically
   // through vector's own reallocation.
-  void grow(std::size_t n);
+  void grow(std::size_t n) {
+    const std::size_t pos = size();
+    const std::size_t room_to_capacity = std::min(buf_.capacity(), pos + std::max(n, kSlackMax));
+    resize_to(std::max(pos + n, room_to_capacity));
+    COWSTATE_ASSERT(room() >= n, "REQUIRES", "ByteWriter failed to grow");
+  }
+  void resize_to(std::size_t new_size) {
+    const std::size_t pos = size();
+    buf_.resize(new_size);
+    rebase(pos);
+  }
+  // Re-points cur_/lim_ after the vector may have moved.
+  void rebase(std::size_t pos) noexcept {
+    cur_ = buf_.data() + pos;
+    lim_ = buf_.data() + buf_.size();
+  }
 
   static constexpr std::size_t kSlackMax = 4096;
-  std::vector<std::byte> buf_;  // [0, pos_) written, [pos_, size()) slack
-  std::size_t pos_ = 0;
+  std::vector<std::byte> buf_;  // [data, cur_) written, [cur_, lim_ = data + size()) slack
+  std::byte* cur_ = nullptr;
+  std::byte* lim_ = nullptr;
 };
-
-inline void ByteWriter::grow(std::size_t n) {
-  const std::size_t want = pos_ + n;
-  const std::size_t room = std::min(buf_.capacity(), pos_ + std::max(n, kSlackMax));
-  buf_.resize(std::max(want, room));
-  COWSTATE_ASSERT(buf_.size() - pos_ >= n, "REQUIRES", "ByteWriter failed to grow");
-}
 
 class ByteReader {
  public:
