@@ -143,6 +143,31 @@ struct SnapshotRecord {
   bool completed = false;
 };
 
+// A (key, namespace, state) row that points at the state instead of copying it.
+struct Row {
+  Key key;
+  Ns ns;
+  const State* state;
+  bool operator<(const Row& o) const { return key != o.key ? key < o.key : ns < o.ns; }
+  bool operator==(const Row& o) const { return key == o.key && ns == o.ns && *state == *o.state; }
+};
+Image to_image(const std::vector<Row>& rows) {
+  Image out;
+  for (const Row& r : rows) out.emplace(std::make_pair(r.key, r.ns), *r.state);
+  return out;
+}
+// Collects the entries for_each enumerates into `rows`, sorted by key.
+template <class ForEach>
+void collect(ForEach&& for_each, std::vector<Row>& rows) {
+  rows.clear();
+  for_each([&rows](const Key& k, const Ns& n, const State& s) { rows.push_back(Row{k, n, &s}); });
+  std::sort(rows.begin(), rows.end());
+}
+struct Scratch {
+  std::vector<Row> got, expected;
+};
+std::unique_ptr<Scratch> make_scratch() { return std::make_unique<Scratch>(); }
+
 class Simulation {
  public:
   Simulation(const RunConfig& config, Strategy& strategy)
@@ -214,7 +239,7 @@ class Simulation {
   bool is_runnable(const Task& t) const {
     if (t.fiber->finished()) return false;
     if (t.kind != TaskKind::releaser) return true;
-    return writer_done_ || !undecided().empty();
+    return writer_done_ || undecided_count_ > 0;
   }
 
   // --- writer operations ---
@@ -232,10 +257,7 @@ class Simulation {
   void do_op(Op op, Prng& rng);
   void start_snapshot();
   void release(SnapshotRecord& rec, const std::string& by);
-  std::size_t live_snapshots() const {
-    return static_cast<std::size_t>(std::count_if(snapshots_.begin(), snapshots_.end(),
-                                                  [](const auto& r) { return !r->released; }));
-  }
+  std::size_t live_snapshots() const { return live_count_; }
 
   // --- checks ---
   static void expect(bool ok, std::string check, const std::string& message) {
@@ -266,8 +288,12 @@ class Simulation {
     if (config_.keep_trace) {
       result_.trace.push_back(full);
     } else {
-      tail_.push_back(full);
-      if (tail_.size() > config_.trace_tail) tail_.erase(tail_.begin());
+      if (tail_.size() < config_.trace_tail) {
+        tail_.push_back(full);
+      } else if (!tail_.empty()) {
+        tail_[tail_next_] = full;  // ring buffer: tail_next_ is the oldest line
+      }
+      if (config_.trace_tail > 0) tail_next_ = (tail_next_ + 1) % config_.trace_tail;
     }
   }
 
@@ -282,10 +308,16 @@ class Simulation {
   bool writer_done_ = false;
   bool writer_in_op_ = false;
   bool map_broken_ = false;  // a production assertion fired mid-operation
+  bool dirty_ = true;        // a step may have changed the map or the model since the checks
+  std::uint64_t dirty_steps_ = 0;
+  std::size_t live_count_ = 0;       // snapshots started and not released
+  std::size_t undecided_count_ = 0;  // live snapshots the releaser has not decided on
+  std::unique_ptr<Scratch> rows_ = make_scratch();  // buffers of the deep checks
   VisitCursor visit_cursor_;
   std::uint64_t step_bound_ = 0;
   std::uint64_t hash_ = 0xcbf29ce484222325ULL;
   std::vector<std::string> tail_;
+  std::size_t tail_next_ = 0;
   RunResult result_;
 };
 
@@ -479,16 +511,25 @@ void Simulation::start_snapshot() {
              std::to_string(rec->handle.size()));
   SnapshotRecord& r = *rec;
   snapshots_.push_back(std::move(rec));
+  ++live_count_;
+  ++undecided_count_;
   const std::uint32_t id = static_cast<std::uint32_t>(tasks_.size());
   spawn("ser" + std::to_string(r.number), TaskKind::serializer, 2,
         [this, &r, id] { serializer_body(r, *tasks_[id]); });
 }
 
 void Simulation::release(SnapshotRecord& rec, const std::string& by) {
+  COWSTATE_ASSERT(!rec.released, "S3", "the simulator released a snapshot record twice");
   trace(by + " release s" + std::to_string(rec.number));
   rec.handle.release();
   model_->release_snapshot(rec.version);
   rec.released = true;
+  --live_count_;
+  if (!rec.decided) {
+    rec.decided = true;
+    --undecided_count_;
+  }
+  dirty_ = true;
 }
 
 void Simulation::serializer_body(SnapshotRecord& rec, Task& self) {
@@ -530,6 +571,9 @@ void Simulation::serializer_body(SnapshotRecord& rec, Task& self) {
   expect(emitted.size() == rec.expected.size(), "image",
          name + " emitted " + std::to_string(emitted.size()) + " entries, its version holds " +
              std::to_string(rec.expected.size()));
+  // The bytes are complete: like the async phase of a checkpoint, the serializer is done
+  // with the snapshot before it checks what it wrote.
+  release(rec, self.name);
   auto restored = read_map_snapshot<Map, UInt64Serializer, Int32Serializer, VectorInt64Serializer>(
       writer->bytes(), MapOptions{.initial_capacity = 4,
                                   .min_capacity = opts_.min_capacity,
@@ -546,7 +590,6 @@ void Simulation::serializer_body(SnapshotRecord& rec, Task& self) {
   expect((*restored)->check_invariants(&why), "restore", name + " restored map: " + why);
   rec.completed = true;
   ++result_.stats.snapshots_checked;
-  release(rec, self.name);
 }
 
 std::vector<SnapshotRecord*> Simulation::undecided() const {
@@ -570,6 +613,7 @@ void Simulation::releaser_body(Task& self) {
     }
     SnapshotRecord& r = *pending[self.rng.below(pending.size())];
     r.decided = true;
+    --undecided_count_;
     if (self.rng.below(100) < opts_.cancel_percent) {
       if (r.in_step) {
         trace("releaser cancel s" + std::to_string(r.number) + " (mid-step)");
@@ -642,20 +686,27 @@ std::uint64_t Simulation::digest() const {
 }
 
 void Simulation::after_step_checks() {
-  if (writer_in_op_) return;  // the map is mid-operation: only the serializers' checks apply
+  // Only writer steps and releases change the map or the model; serializer steps read.
+  if (!dirty_ || writer_in_op_) return;  // mid-operation: only the serializers' checks apply
+  dirty_ = false;
   expect(map_->size() == model_->size(), "size",
          "map holds " + std::to_string(map_->size()) + " entries, model " +
              std::to_string(model_->size()));
   expect(map_->highest_required_version() == model_->highest_required_version(), "I2",
          "H is " + std::to_string(map_->highest_required_version()) + ", model " +
              std::to_string(model_->highest_required_version()));
-  if (live_snapshots() == 0) {
+  if (live_count_ == 0) {
     const std::size_t retired = map_->retired_count();
-    expect(retired == 0, "I10",
-           std::to_string(retired) + " retired items remain with no live snapshot");
+    if (retired != 0) {
+      std::string versions;
+      for (std::uint32_t v : Access::live_versions(*map_)) versions += " " + std::to_string(v);
+      expect(false, "I10",
+             std::to_string(retired) +
+                 " retired items remain with no live snapshot (map's live versions:" +
+                 (versions.empty() ? " none" : versions) + ")");
+    }
   }
-  if (opts_.deep_check_every != 0 && result_.stats.steps % opts_.deep_check_every == 0)
-    deep_checks();
+  if (opts_.deep_check_every != 0 && ++dirty_steps_ % opts_.deep_check_every == 0) deep_checks();
 }
 
 void Simulation::deep_checks() {
@@ -663,10 +714,16 @@ void Simulation::deep_checks() {
   std::string why;
   const bool sound = map_->check_invariants(&why);
   expect(sound, why.substr(0, why.find(':')), why);
-  const Image live = live_image();
-  auto d = model::diff(model_->live(), live);
-  expect(!d, "live", "live map differs from the model: " + d.value_or(""));
-  result_.stats.entries_checked += live.size();
+  std::vector<Row>& rows = rows_->got;
+  std::vector<Row>& expected = rows_->expected;
+  collect([this](auto&& fn) { map_->for_each(fn); }, rows);
+  collect([this](auto&& fn) { model_->for_each(fn); }, expected);
+  if (rows != expected) {
+    auto d = model::diff(to_image(expected), to_image(rows));
+    expect(false, "live", "live map differs from the model: " + d.value_or("(same image?)"));
+  }
+  result_.stats.entries_checked += rows.size();
+  if (live_count_ == 0) return;
   const std::vector<bool> free = Access::free_slot_mask(*map_);
   for (auto& r : snapshots_) {
     if (r->released) continue;
@@ -675,13 +732,18 @@ void Simulation::deep_checks() {
       expect(slot >= free.size() || !free[slot], "I10",
              name + " reaches pool slot " + std::to_string(slot) + ", which was freed");
     }
-    Image seen;
-    r->handle.for_each([&seen](const Key& k, const Ns& n, const State& s) {
-      seen.emplace(std::make_pair(k, n), s);
-    });
-    auto sd = model::diff(r->expected, seen);
-    expect(!sd, "image", name + " no longer iterates to its version: " + sd.value_or(""));
-    result_.stats.entries_checked += seen.size();
+    collect([&r](auto&& fn) { r->handle.for_each(fn); }, rows);
+    bool same = rows.size() == r->expected.size();
+    auto it = r->expected.begin();
+    for (std::size_t i = 0; same && i < rows.size(); ++i, ++it) {
+      same = it->first.first == rows[i].key && it->first.second == rows[i].ns &&
+             it->second == *rows[i].state;
+    }
+    if (!same) {
+      auto sd = model::diff(r->expected, to_image(rows));
+      expect(false, "image", name + " no longer iterates to its version: " + sd.value_or(""));
+    }
+    result_.stats.entries_checked += rows.size();
   }
 }
 
@@ -727,6 +789,7 @@ RunResult Simulation::run() {
       running_ = &t;
       t.fiber->resume();
       running_ = nullptr;
+      if (t.kind == TaskKind::writer) dirty_ = true;
       last = id;
       ++result_.stats.steps;
       after_step_checks();
@@ -746,7 +809,13 @@ RunResult Simulation::run() {
     trace("FAIL " + result_.check + ": " + result_.message);
   }
   result_.trace_hash = hash_;
-  if (!config_.keep_trace) result_.trace = tail_;
+  if (!config_.keep_trace) {
+    if (tail_.size() == config_.trace_tail) {  // oldest first
+      std::rotate(tail_.begin(), tail_.begin() + static_cast<std::ptrdiff_t>(tail_next_),
+                  tail_.end());
+    }
+    result_.trace = tail_;
+  }
   return std::move(result_);
 }
 
