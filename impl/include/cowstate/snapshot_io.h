@@ -237,6 +237,8 @@ bool MapSnapshotWriter<Map, KS, NS, SS>::step(std::size_t max_entries, F&& on_en
       on_entry(e.key, e.ns, e.state);
     }
     c.next();
+    // In simulator builds the writer may run here, between two entries of one step.
+    if (visited + 1 < max_entries && !c.done()) COWSTATE_YIELD("snapshot_writer.entry");
   }
   cursor_ = c;
   chain_start_ = chain_start;
