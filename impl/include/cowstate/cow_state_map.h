@@ -298,9 +298,9 @@ class CowStateMap {
 
   // Every keyed writer operation starts here: reads H, reclaims after releases and takes
   // an incremental rehash step. Returns H for this operation.
-  std::uint32_t begin_op();
-  void reclaim();
-  void incremental_rehash(std::uint32_t h);
+  [[gnu::always_inline]] std::uint32_t begin_op();
+  [[gnu::noinline, gnu::cold]] void reclaim();
+  [[gnu::noinline]] void incremental_rehash(std::uint32_t h);
   void double_capacity();
   // Index of (key, ns) in `table`'s bucket `b`, or 0; `prev` gets its predecessor.
   std::uint32_t find_in(const Table& table, std::uint32_t b, std::uint32_t hash, const K& key,
@@ -516,7 +516,7 @@ CowStateMap<K, N, S, H>::~CowStateMap() {
 }
 
 template <class K, class N, class S, class H>
-std::uint32_t CowStateMap<K, N, S, H>::begin_op() {
+inline std::uint32_t CowStateMap<K, N, S, H>::begin_op() {
   const std::uint64_t w = sync_.load(std::memory_order_acquire);
   if (high32(w) != seen_release_seq_) [[unlikely]] {
     reclaim();
@@ -626,8 +626,14 @@ std::uint32_t CowStateMap<K, N, S, H>::copy_chain_prefix(Table& table, std::uint
 template <class K, class N, class S, class H>
 std::uint32_t CowStateMap<K, N, S, H>::make_writable(Table& table, std::uint32_t b,
                                                      std::uint32_t idx, std::uint32_t h) {
-  if (must_copy_entry(at(idx).entry_version, h) && !COWSTATE_MUTANT(skip_chain_prefix_copy)) {
-    idx = copy_chain_prefix(table, b, idx, h);
+  if (must_copy_entry(at(idx).entry_version, h) && !COWSTATE_MUTANT(skip_chain_prefix_copy))
+      [[unlikely]] {
+    if (table[b] == idx) {  // the head (most chains are one entry long): copy it alone
+      idx = copy_entry(idx);
+      table[b] = idx;
+    } else {
+      idx = copy_chain_prefix(table, b, idx, h);
+    }
   }
   return idx;
 }
@@ -686,12 +692,14 @@ std::uint32_t CowStateMap<K, N, S, H>::find_in(const Table& table, std::uint32_t
                                                std::uint32_t hash, const K& key, const N& ns,
                                                std::uint32_t* prev) const {
   std::uint32_t p = 0;
-  for (std::uint32_t i = table[b]; i != 0; p = i, i = at(i).next) {
+  for (std::uint32_t i = table[b]; i != 0;) {
     const Entry& e = at(i);
     if (e.hash == hash && e.key == key && e.ns == ns) {
       if (prev != nullptr) *prev = p;
       return i;
     }
+    p = i;
+    i = e.next;
   }
   return 0;
 }
@@ -701,8 +709,12 @@ const S* CowStateMap<K, N, S, H>::get(const K& key, const N& ns) {
   begin_op();
   const std::uint32_t hash = hash_(key, ns);
   const Table& t = table_for(hash);
-  const std::uint32_t i = find_in(t, bucket_of(t, hash), hash, key, ns, nullptr);
-  return i == 0 ? nullptr : &state_ref(at(i));
+  for (std::uint32_t i = t[bucket_of(t, hash)]; i != 0;) {
+    const Entry& e = at(i);
+    if (e.hash == hash && e.key == key && e.ns == ns) return &state_ref(e);
+    i = e.next;
+  }
+  return nullptr;
 }
 
 template <class K, class N, class S, class H>

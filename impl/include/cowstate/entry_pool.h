@@ -43,9 +43,11 @@ class EntryPool {
 
   // REQUIRES: `i` names a slot handed out by allocate().
   T& at(std::uint32_t i) noexcept {
-    const std::uint32_t j = i + (1u << kFirstChunkLog2) - 1;
-    const unsigned k = static_cast<unsigned>(std::bit_width(j)) - kFirstChunkLog2 - 1;
-    return chunks_[k][j - ((1u << kFirstChunkLog2) << k)];
+    // Slot i lives in chunk k = bit_width(j) - 7 with j = i + 63; base_[k] is the address
+    // chunk k would have if its slots were numbered by j, so the slot is base_[k] + j.
+    const std::uint32_t j = i + (1u << kFirstChunkLog2) - 1;  // >= 64: clz is defined
+    const unsigned k = 31u - static_cast<unsigned>(__builtin_clz(j)) - kFirstChunkLog2;
+    return *reinterpret_cast<T*>(base_[k] + std::uintptr_t{j} * sizeof(T));
   }
   const T& at(std::uint32_t i) const noexcept { return const_cast<EntryPool*>(this)->at(i); }
 
@@ -64,6 +66,7 @@ class EntryPool {
       const std::size_t slots = std::size_t{1} << (kFirstChunkLog2 + k);
       chunks_[k] =
           static_cast<T*>(::operator new (slots * sizeof(T), std::align_val_t{alignof(T)}));
+      base_[k] = reinterpret_cast<std::uintptr_t>(chunks_[k]) - slots * sizeof(T);
     }
     return i;
   }
@@ -89,6 +92,7 @@ class EntryPool {
  private:
   static constexpr std::uint32_t kMaxIndex = 0xffffffffu - (1u << kFirstChunkLog2) + 1;
   T* chunks_[kMaxChunks] = {};
+  std::uintptr_t base_[kMaxChunks] = {};  // chunks_[k] minus (64 << k) slots, as an integer
   std::uint32_t next_ = 1;
   std::vector<std::uint32_t> free_;
 };
