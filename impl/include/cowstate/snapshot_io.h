@@ -131,27 +131,18 @@ class MapSnapshotWriter {
   }
 
  private:
-  // Chain positions matter only to the writer_drops_chain_tail mutant; a normal build does
-  // not pay for tracking them.
-#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
-  static constexpr bool kTrackChains = true;
-#else
-  static constexpr bool kTrackChains = false;
-#endif
-
   void finish();
 
   // Set at construction.
   const Snapshot* snapshot_;
 
   // Writer state; one thread at a time.
-  typename Snapshot::Cursor cursor_;
+  typename Snapshot::Scan scan_;  // entries in pool order: see CowStateMapSnapshot::Scan
   ByteWriter out_;
   Checksum64Stream checksum_;
   std::size_t hashed_ = 0;   // bytes [0, hashed_) fed to checksum_
   std::size_t visited_ = 0;  // entries passed by the cursor (written or dropped)
   std::size_t written_ = 0;  // entries in out_
-  bool chain_start_ = true;  // the cursor's entry is the first of its chain (mutants)
   bool done_ = false;
 };
 
@@ -198,7 +189,7 @@ requires Serializer<KS, typename Map::key_type> && Serializer<NS, typename Map::
   out_.put_u64(n);
   out_.trim();
   COWSTATE_ASSERT(out_.size() == kMapSnapshotHeaderSize, "S1", "header size");
-  cursor_ = snapshot.cursor();
+  scan_ = snapshot.scan();
 }
 
 template <class Map, class KS, class NS, class SS>
@@ -214,21 +205,18 @@ bool MapSnapshotWriter<Map, KS, NS, SS>::step(std::size_t max_entries, F&& on_en
     // One growth for the whole step; every append below is then an unchecked store.
     out_.ensure(budget * kFixedEntrySize + (budget == left ? kMapSnapshotTrailerSize : 0));
   }
-  // A local copy of the cursor: stores through std::byte* may alias any member, a local
-  // whose address never escapes cannot be aliased, so it stays in registers.
-  typename Snapshot::Cursor c = cursor_;
+  // A local (moved) scan: stores through std::byte* may alias any member, a local whose
+  // address never escapes cannot be aliased, so its position stays in registers.
+  typename Snapshot::Scan c = std::move(scan_);
   std::size_t visited = 0;
   std::size_t written = 0;
-  bool chain_start = chain_start_;
   for (; visited < max_entries && !c.done(); ++visited) {
     const auto e = c.get();
     bool drop = false;
-    if constexpr (kTrackChains) {
-      // Planted bug: the last entry of a chain of two or more silently goes missing.
-      const bool chain_end = c.at_chain_end();
-      drop = COWSTATE_MUTANT(writer_drops_chain_tail) && chain_end && !chain_start;
-      chain_start = chain_end;
-    }
+#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
+    // Planted bug: the last entry of a chain of two or more silently goes missing.
+    drop = COWSTATE_MUTANT(writer_drops_chain_tail) && c.at_chain_end() && !c.at_chain_head();
+#endif
     if (!drop) {
       KS::write(out_, e.key);
       NS::write(out_, e.ns);
@@ -240,15 +228,15 @@ bool MapSnapshotWriter<Map, KS, NS, SS>::step(std::size_t max_entries, F&& on_en
     // In simulator builds the writer may run here, between two entries of one step.
     if (visited + 1 < max_entries && !c.done()) COWSTATE_YIELD("snapshot_writer.entry");
   }
-  cursor_ = c;
-  chain_start_ = chain_start;
+  const bool finished = c.done();
+  scan_ = std::move(c);
   visited_ += visited;
   written_ += written;
   if constexpr (kFixedEntrySize > 0) {
     COWSTATE_ASSERT(out_.size() == kMapSnapshotHeaderSize + written_ * kFixedEntrySize, "S1",
                     "fixed-width entries do not add up to the bytes written");
   }
-  if (c.done()) {
+  if (finished) {
     finish();
   } else {
     checksum_.update(out_.written().subspan(hashed_));
