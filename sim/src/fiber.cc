@@ -50,7 +50,10 @@ struct Fiber::Impl {
   // The resumer's stack, learned from __sanitizer_finish_switch_fiber.
   const void* caller_bottom = nullptr;
   std::size_t caller_size = 0;
-  void* fake_stack = nullptr;  // ASan fake stack of the side that switched away
+  // ASan fake stacks, one per side: each side saves its own when it switches away and
+  // gets it back when it is switched to again.
+  void* caller_fake_stack = nullptr;
+  void* fiber_fake_stack = nullptr;
 
   void* tsan_fiber = nullptr;
   void* tsan_caller = nullptr;
@@ -58,7 +61,7 @@ struct Fiber::Impl {
   // Before leaving the resumer for the fiber.
   void before_enter() {
 #if defined(COWSTATE_ASAN)
-    __sanitizer_start_switch_fiber(&fake_stack, stack_bottom, stack_size);
+    __sanitizer_start_switch_fiber(&caller_fake_stack, stack_bottom, stack_size);
 #endif
 #if defined(COWSTATE_TSAN)
     tsan_caller = __tsan_get_current_fiber();
@@ -68,13 +71,14 @@ struct Fiber::Impl {
   // Back in the resumer.
   void after_leave() {
 #if defined(COWSTATE_ASAN)
-    __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
+    __sanitizer_finish_switch_fiber(caller_fake_stack, nullptr, nullptr);
 #endif
   }
   // Inside the fiber, before switching to the resumer; `exiting` on the last switch.
   void before_leave(bool exiting) {
 #if defined(COWSTATE_ASAN)
-    __sanitizer_start_switch_fiber(exiting ? nullptr : &fake_stack, caller_bottom, caller_size);
+    __sanitizer_start_switch_fiber(exiting ? nullptr : &fiber_fake_stack, caller_bottom,
+                                   caller_size);
 #else
     (void)exiting;
 #endif
@@ -85,7 +89,8 @@ struct Fiber::Impl {
   // Inside the fiber, just after it was (re)entered.
   void after_enter(bool first) {
 #if defined(COWSTATE_ASAN)
-    __sanitizer_finish_switch_fiber(first ? nullptr : fake_stack, &caller_bottom, &caller_size);
+    __sanitizer_finish_switch_fiber(first ? nullptr : fiber_fake_stack, &caller_bottom,
+                                    &caller_size);
 #else
     (void)first;
 #endif

@@ -35,7 +35,7 @@ constexpr int kExitCrash = 3;
 // What a crash handler prints: the run in flight, as a command that reruns it.
 char g_crash_hint[512] = "";
 
-void on_fatal_signal(int sig) {
+[[maybe_unused]] void on_fatal_signal(int sig) {
   const char* name = sig == SIGSEGV   ? "SIGSEGV"
                      : sig == SIGABRT ? "SIGABRT"
                      : sig == SIGBUS  ? "SIGBUS"
@@ -49,7 +49,11 @@ void on_fatal_signal(int sig) {
 }
 
 void install_crash_handlers() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return;  // the sanitizer's own report says more than ours would
+#else
   for (int sig : {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL}) std::signal(sig, on_fatal_signal);
+#endif
 }
 
 std::string replay_command(const CaseSpec& spec, const std::string& case_file) {
