@@ -113,15 +113,22 @@ struct IsolationOptions {
   std::uint32_t double_release_percent = 20;
   bool inline_lane = true;  // also run int64 (inline) states, besides vector (boxed) ones
   OpWeights weights{};
-  // Cadences in steps; 0 means automatic: every step when key_count <= 64, else every 64.
+  // Cadences in steps; 0 means automatic: every step when key_count <= 64, else every
+  // max(64, key_count * namespace_count / 16) steps, so that on average a step spends about
+  // as much on full comparisons as it would on a 16-key map, however large the key space.
   std::uint32_t full_compare_every_ops = 0;
   std::uint32_t deep_check_every_ops = 0;
 
   std::uint32_t full_compare_cadence() const noexcept {
-    return full_compare_every_ops != 0 ? full_compare_every_ops : (key_count <= 64 ? 1u : 64u);
+    return full_compare_every_ops != 0 ? full_compare_every_ops : automatic_cadence();
   }
   std::uint32_t deep_check_cadence() const noexcept {
-    return deep_check_every_ops != 0 ? deep_check_every_ops : (key_count <= 64 ? 1u : 64u);
+    return deep_check_every_ops != 0 ? deep_check_every_ops : automatic_cadence();
+  }
+  std::uint32_t automatic_cadence() const noexcept {
+    if (key_count <= 64) return 1;
+    const std::uint64_t slots = std::uint64_t{key_count} * namespace_count;
+    return static_cast<std::uint32_t>(std::clamp<std::uint64_t>(slots / 16, 64, 1u << 20));
   }
 };
 
@@ -1026,31 +1033,41 @@ inline std::vector<IsolationMix> isolation_mixes() {
     o.key_count = 2048;
     o.namespace_count = 3;
     o.map_options = MapOptions{.initial_capacity = 4, .min_capacity = 4, .max_capacity = 1u << 30};
-    o.weights.remove = 2;
-    o.weights.remove_and_get_old = 1;
-    o.weights.snapshot_start = 1;  // a snapshot costs O(n) to capture and check: fewer, longer
-    o.weights.snapshot_release = 1;
+    // A snapshot costs O(n) to capture and check in full at its start and release: fewer
+    // snapshots that live longer (about one start per 90 steps).
+    o.weights = OpWeights{.put = 20,
+                          .put_and_get_old = 12,
+                          .remove = 4,
+                          .remove_and_get_old = 2,
+                          .get = 12,
+                          .contains = 6,
+                          .get_mutable = 16,
+                          .transform = 12,
+                          .snapshot_start = 1,
+                          .snapshot_release = 1,
+                          .visit = 4};
     out.push_back({"large key space, growing through many rehashes", o, 1500});
   }
   {
     // Insert-heavy growth from capacity 1 over a key space it never fills: the map doubles
     // about a dozen times, and a rehash is in flight after about one step in six (each
     // keyed op moves at least 4 entries, so no workload keeps one in flight much longer).
+    // Few snapshots (about one start per 170 steps), for the same reason as above.
     IsolationOptions o;
     o.key_count = 1u << 15;
     o.namespace_count = 1;
     o.map_options = MapOptions{.initial_capacity = 1, .min_capacity = 1, .max_capacity = 1u << 30};
-    o.weights = OpWeights{.put = 20,
-                          .put_and_get_old = 6,
-                          .remove = 1,
-                          .remove_and_get_old = 1,
-                          .get = 2,
-                          .contains = 1,
-                          .get_mutable = 4,
-                          .transform = 6,
+    o.weights = OpWeights{.put = 80,
+                          .put_and_get_old = 24,
+                          .remove = 4,
+                          .remove_and_get_old = 4,
+                          .get = 8,
+                          .contains = 4,
+                          .get_mutable = 16,
+                          .transform = 24,
                           .snapshot_start = 1,
                           .snapshot_release = 1,
-                          .visit = 1};
+                          .visit = 4};
     out.push_back({"tiny capacity, insert-heavy growth: rehashes in flight", o, 1500});
   }
   {
