@@ -157,8 +157,8 @@ Fiber::~Fiber() {
 }
 
 void Fiber::resume() {
-  COWSTATE_ASSERT(!impl_->finished, "S1", "resuming a finished fiber");
-  COWSTATE_ASSERT(current != impl_.get(), "S1", "a fiber resuming itself");
+  COWSTATE_ASSERT(!impl_->finished, "T1", "resuming a finished fiber");
+  COWSTATE_ASSERT(current != impl_.get(), "T1", "a fiber resuming itself");
   impl_->started = true;
   impl_->outer = current;
   current = impl_.get();

@@ -519,7 +519,7 @@ void Simulation::start_snapshot() {
 }
 
 void Simulation::release(SnapshotRecord& rec, const std::string& by) {
-  COWSTATE_ASSERT(!rec.released, "S3", "the simulator released a snapshot record twice");
+  COWSTATE_ASSERT(!rec.released, "T3", "the simulator released a snapshot record twice");
   trace(by + " release s" + std::to_string(rec.number));
   rec.handle.release();
   model_->release_snapshot(rec.version);
@@ -784,7 +784,7 @@ RunResult Simulation::run() {
       }
       const std::uint32_t id = strategy_.pick(runnable, last, result_.stats.steps);
       Task& t = *tasks_.at(id);
-      COWSTATE_ASSERT(!t.fiber->finished(), "S2", "strategy picked a finished task");
+      COWSTATE_ASSERT(!t.fiber->finished(), "T2", "strategy picked a finished task");
       result_.schedule.push_back(id);
       running_ = &t;
       t.fiber->resume();
