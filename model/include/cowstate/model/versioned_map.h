@@ -49,6 +49,7 @@
 //   M4. Every record is its history's last or is seen_by(v) for some live version v.
 //   M5. No history consists of a single absent record.
 //   M6. highest_required_version() is the largest live version, or 0 when none is live.
+//   M7. size() equals the number of present live records (kept as a count by write()).
 
 #include <algorithm>
 #include <concepts>
@@ -299,11 +300,9 @@ class VersionedMap {
   }
 
   // Number of live states. O(number of histories).
-  std::size_t size() const {
-    std::size_t count = 0;
-    for_each([&count](const K&, const N&, const S&) { ++count; });
-    return count;
-  }
+  // Kept as a count of present live records, updated by the one function that writes
+  // (write()); check_invariants() recounts it (M7).
+  std::size_t size() const { return live_count_; }
 
   bool empty() const { return size() == 0; }
 
@@ -384,6 +383,9 @@ class VersionedMap {
 
   // Deep check of M2..M5; prints the first broken invariant to stderr. O(histories x live).
   bool check_invariants() const {
+    std::size_t present = 0;
+    for_each([&present](const K&, const N&, const S&) { ++present; });
+    if (present != live_count_) return broken("M7: the live count differs from the live records");
     for (const std::uint32_t v : live_versions_) {
       if (v < 1 || v > map_version_) return broken("M2: live version out of [1, map_version]");
     }
@@ -431,6 +433,9 @@ class VersionedMap {
   // The only write path: from map_version_ on, `key` holds `value`.
   void write(const Key& key, std::optional<S> value) {
     History& history = history_[key];
+    const bool was_present = !history.empty() && history.rbegin()->second.has_value();
+    const bool is_present = value.has_value();
+    live_count_ = live_count_ + (is_present ? 1u : 0u) - (was_present ? 1u : 0u);
     detail::require(history.empty() || history.rbegin()->first <= map_version_,
                     "M3: records are written at the current version");
     history[map_version_] = std::move(value);  // overwrites a record of this version, or appends
@@ -455,6 +460,7 @@ class VersionedMap {
 
   // --- Touched by the owning thread only ---
   std::map<Key, History> history_;
+  std::size_t live_count_ = 0;  // present live records (M7)
   std::uint32_t map_version_ = 0;
   std::set<std::uint32_t> live_versions_;
 };
