@@ -478,5 +478,11 @@ TEST_CASE("the snapshot head array copies the heads and is at least the size", "
   auto s = m.snapshot();
   CHECK(s.size() == 3);
   CHECK(s.version() == 2);
+  CHECK(CowStateMapAccess::head_array_length(s) >= s.size());
+  // New heads after the snapshot (fresh entries at the head of each bucket) stay invisible:
+  // the snapshot holds its own copy of the heads.
+  for (std::uint64_t k = 4; k < 8; ++k) m.put(k, 0, 2);
+  CHECK(contents<IntMap>(s) ==
+        decltype(contents<IntMap>(s)){{{0, 0}, 1}, {{1, 0}, 1}, {{2, 0}, 1}});
   s.release();
 }

@@ -269,13 +269,6 @@ class Simulation {
   void deep_checks();
   // Everything that decides the rest of the run, hashed (for exploration dedup).
   std::uint64_t digest() const;
-  Image live_image() const {
-    Image out;
-    map_->for_each([&out](const Key& k, const Ns& n, const State& s) {
-      out.emplace(std::make_pair(k, n), s);
-    });
-    return out;
-  }
 
   void trace(const std::string& line) {
     const std::string full = std::to_string(result_.stats.steps) + " " + line;
@@ -410,9 +403,7 @@ void Simulation::do_op(Op op, Prng& rng) {
       const State* expected = model_->get(k, n);
       expect((got == nullptr) == (expected == nullptr) && (got == nullptr || *got == *expected),
              "result", "get " + where + " returned " + text(got) + ", model " + text(expected));
-      const Access::EntryInfo after = Access::find(*map_, k, n);
-      expect(before.index == 0 || before.entry_version < h || after.index == before.index,
-             "minimal", "get " + where + " copied an entry");
+      check_minimal(before, h, k, n, true, "get");
       break;
     }
     case Op::contains: {

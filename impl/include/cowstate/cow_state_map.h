@@ -300,6 +300,11 @@ class CowStateMap {
   // an incremental rehash step. Returns H for this operation.
   [[gnu::always_inline]] std::uint32_t begin_op();
   [[gnu::noinline, gnu::cold]] void reclaim();
+  // Reclaims when a release happened since the last reclaim; `w` is a load of sync_.
+  void reclaim_if_released(std::uint64_t w) {
+    if (high32(w) != seen_release_seq_) [[unlikely]]
+      reclaim();
+  }
   [[gnu::noinline]] void incremental_rehash(std::uint32_t h);
   void double_capacity();
   // Index of (key, ns) in `table`'s bucket `b`, or 0; `prev` gets its predecessor.
@@ -605,9 +610,7 @@ CowStateMap<K, N, S, H>::~CowStateMap() {
 template <class K, class N, class S, class H>
 inline std::uint32_t CowStateMap<K, N, S, H>::begin_op() {
   const std::uint64_t w = sync_.load(std::memory_order_acquire);
-  if (high32(w) != seen_release_seq_) [[unlikely]] {
-    reclaim();
-  }
+  reclaim_if_released(w);
   const std::uint32_t h = low32(w);
   if (!rehash_.empty()) incremental_rehash(h);
   return h;
@@ -653,7 +656,7 @@ void CowStateMap<K, N, S, H>::reclaim() {
 
 template <class K, class N, class S, class H>
 std::size_t CowStateMap<K, N, S, H>::retired_count() {
-  if (high32(sync_.load(std::memory_order_acquire)) != seen_release_seq_) reclaim();
+  reclaim_if_released(sync_.load(std::memory_order_acquire));
   return retired_entries_.size() + retired_states_.size();
 }
 
@@ -1010,7 +1013,7 @@ void CowStateMap<K, N, S, H>::incremental_rehash(std::uint32_t h) {
 
 template <class K, class N, class S, class H>
 auto CowStateMap<K, N, S, H>::snapshot() -> Snapshot {
-  if (high32(sync_.load(std::memory_order_acquire)) != seen_release_seq_) reclaim();
+  reclaim_if_released(sync_.load(std::memory_order_acquire));
   std::uint32_t version;
   {
     std::lock_guard<std::mutex> lock(mu_);
