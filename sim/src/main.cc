@@ -3,12 +3,17 @@
 //   cowstate fuzz      a campaign of seeded runs
 //   cowstate replay    reruns a recorded failing case exactly
 //   cowstate mutants   fuzzes every planted bug (mutants build) and reports time to kill
+//   cowstate run       runs scenario files (scenarios/, docs/scenario-format.md)
+//   cowstate explore   runs every interleaving of a scenario's tasks within bounds
+//
+// Every failure found by fuzz, explore or mutants is shrunk to a scenario file.
 //
 // Exit codes: 0 pass, 1 correctness failure, 2 bad input or usage, 3 crash or assertion
 // caught, 4 stuck schedule (step bound hit).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -16,14 +21,20 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "cowstate/hooks.h"
 #include "cowstate/sim/campaign.h"
+#include "cowstate/sim/explore.h"
 #include "cowstate/sim/run.h"
+#include "cowstate/sim/scenario.h"
+#include "cowstate/sim/shrink.h"
 
 namespace {
 
@@ -81,6 +92,87 @@ void print_failure(const FinishedRun& run, const std::string& case_file) {
   std::printf("  replay: %s\n", replay_command(run.spec, case_file).c_str());
 }
 
+// Reads a whole file; nullopt (with a message on stderr) when it cannot.
+std::optional<std::string> read_file(const std::string& path, const char* who) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::fprintf(stderr, "%s: cannot open %s: %s\n", who, path.c_str(), std::strerror(errno));
+    return std::nullopt;
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+std::optional<Scenario> load_scenario(const std::string& path, const char* who) {
+  auto text = read_file(path, who);
+  if (!text) return std::nullopt;
+  ParseError error;
+  auto s = parse_scenario(*text, path, &error);
+  if (!s) std::fprintf(stderr, "%s: %s\n", who, error.to_string().c_str());
+  return s;
+}
+
+// Writes `text` to DIR/NAME (creating DIR); returns the path, or "" after a message.
+std::string write_file(const std::string& dir, const std::string& name, const std::string& text) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string path = dir + "/" + name;
+  std::ofstream out(path);
+  out << text;
+  out.close();
+  if (!out) {
+    std::fprintf(stderr, "cowstate: cannot write %s\n", path.c_str());
+    return "";
+  }
+  return path;
+}
+
+// Shrinks a failing scenario and writes it; prints what it did. Returns the shrink result.
+ShrinkResult shrink_and_write(const Scenario& failing, const RunResult& failure,
+                              const std::string& origin, const std::string& out_dir,
+                              const std::string& name, double seconds, bool show = true) {
+  ShrinkOptions options;
+  options.max_seconds = seconds;
+  ShrinkResult shrunk = shrink(failing, failure.outcome, failure.check, options);
+  if (!shrunk.reproduced) {
+    std::printf(
+        "  shrink: the recorded schedule did not reproduce the failure (%s); the "
+        "unshrunk scenario is written instead\n",
+        outcome_name(shrunk.result.outcome));
+  }
+  const std::string header =
+      "Found by: " + origin + "\nFails:    " + std::string(outcome_name(failure.outcome)) +
+      " at check " + failure.check + "\n          " + failure.message +
+      "\nShrunk:   " + std::to_string(shrunk.steps_before) + " steps -> " +
+      std::to_string(shrunk.steps_after) + " steps in " + std::to_string(shrunk.runs) +
+      " runs\nReplay:   cowstate run FILE (exits " + std::to_string(exit_code(failure.outcome)) +
+      ")";
+  const std::string text = print_scenario(shrunk.scenario, header);
+  const std::string path = out_dir.empty() ? "" : write_file(out_dir, name, text);
+  if (!show) return shrunk;
+  std::printf("  shrunk %zu -> %zu steps (%llu runs)%s%s\n", shrunk.steps_before,
+              shrunk.steps_after, static_cast<unsigned long long>(shrunk.runs),
+              path.empty() ? "" : "; written to ", path.c_str());
+  std::printf("----- scenario -----\n%s--------------------\n", text.c_str());
+  return shrunk;
+}
+
+ShrinkResult shrink_case(const CaseSpec& spec, const RunResult& failure, const std::string& out_dir,
+                         double seconds, const std::string& name = "", bool show = true) {
+  std::unique_ptr<Strategy> strategy =
+      make_strategy(spec.strategy, spec.pct_depth, spec.workload.ops_max);
+  RunConfig config;
+  config.seed = spec.seed;
+  config.workload = spec.workload;
+  config.record = true;
+  const RunResult recorded = run_once(config, *strategy);
+  const Scenario scenario = to_scenario(config, recorded);
+  return shrink_and_write(
+      scenario, failure, replay_command(spec, ""), out_dir,
+      name.empty() ? "fuzz-seed-" + std::to_string(spec.seed) + ".scenario" : name, seconds, show);
+}
+
 nlohmann::json run_json(const FinishedRun& run) {
   const RunResult& r = run.result;
   return nlohmann::json{{"run", run.index},
@@ -129,7 +221,8 @@ std::string write_case_file(const std::string& dir, const FinishedRun& run) {
   return path;
 }
 
-int cmd_fuzz(const CampaignOptions& options, bool json, const std::string& out_dir) {
+int cmd_fuzz(const CampaignOptions& options, bool json, const std::string& out_dir,
+             double shrink_seconds) {
   const bool tty = isatty(2) != 0 && !json;
   if (!json) {
     std::printf(
@@ -178,6 +271,9 @@ int cmd_fuzz(const CampaignOptions& options, bool json, const std::string& out_d
   if (s.first_failure) {
     if (!json) print_failure(*s.first_failure, case_file);
     if (!case_file.empty() && !json) std::printf("  case written to %s\n", case_file.c_str());
+    if (!json && shrink_seconds > 0) {
+      shrink_case(s.first_failure->spec, s.first_failure->result, out_dir, shrink_seconds);
+    }
     return exit_code(s.first_failure->result.outcome);
   }
   if (!json) std::printf("PASS\n");
@@ -219,14 +315,191 @@ int cmd_replay(const std::string& file) {
   return exit_code(run.result.outcome);
 }
 
-int cmd_mutants(double seconds_per_mutant, std::uint32_t ops, bool json) {
+#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
+const cowstate::mutants::MutantInfo* find_mutant(const std::string& name) {
+  for (const auto& info : cowstate::mutants::kCatalog) {
+    if (name == info.name) return &info;
+  }
+  return nullptr;
+}
+#endif
+
+// Activates a mutant for one scenario: "" none, "kills" the scenario's own, else by name.
+// Returns false (after a message) when that is not possible in this build.
+bool activate_mutant(const std::string& which, const Scenario& s) {
+  if (which.empty()) return true;
+  const std::string name = which == "kills" ? s.kills : which;
+  if (name.empty()) {
+    std::fprintf(stderr, "cowstate run: %s names no mutant (`kills NAME`)\n", s.file.c_str());
+    return false;
+  }
+#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
+  const auto* info = find_mutant(name);
+  if (info == nullptr) {
+    std::fprintf(stderr, "cowstate run: %s: unknown mutant '%s'\n", s.file.c_str(), name.c_str());
+    return false;
+  }
+  cowstate::mutants::active() = info->mutant;
+  return true;
+#else
+  std::fprintf(stderr, "cowstate run: mutant '%s' needs a mutants build (cmake --preset mutants)\n",
+               name.c_str());
+  return false;
+#endif
+}
+
+void deactivate_mutants() {
+#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
+  cowstate::mutants::active() = cowstate::mutants::Mutant::none;
+#endif
+}
+
+void print_run_failure(const RunResult& r) {
+  std::printf("  outcome: %s (exit %d)\n  check:   %s\n  what:    %s\n", outcome_name(r.outcome),
+              exit_code(r.outcome), r.check.c_str(), r.message.c_str());
+  std::printf("  last trace lines:\n");
+  for (const std::string& line : r.trace) std::printf("    %s\n", line.c_str());
+}
+
+int cmd_run(const std::vector<std::string>& files, const std::string& mutant, bool full_trace) {
+  int result = 0;
+  for (const std::string& file : files) {
+    auto s = load_scenario(file, "cowstate run");
+    if (!s) {
+      if (result == 0) result = kExitUsage;
+      continue;
+    }
+    if (!activate_mutant(mutant, *s)) return kExitUsage;
+    const auto start = std::chrono::steady_clock::now();
+    const RunResult r = run_scenario(*s, full_trace);
+    deactivate_mutants();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    std::printf(
+        "%s %s: %zu steps in %.1f ms; %llu ops, %llu snapshots checked, %llu entries "
+        "checked, %llu deep checks\n",
+        r.outcome == Outcome::pass ? "PASS" : "FAIL", file.c_str(), s->step_count(), ms,
+        static_cast<unsigned long long>(r.stats.ops),
+        static_cast<unsigned long long>(r.stats.snapshots_checked),
+        static_cast<unsigned long long>(r.stats.entries_checked),
+        static_cast<unsigned long long>(r.stats.deep_checks));
+    if (full_trace) {
+      for (const std::string& line : r.trace) std::printf("    %s\n", line.c_str());
+    }
+    if (r.outcome != Outcome::pass) {
+      print_run_failure(r);
+      if (result == 0) result = exit_code(r.outcome);
+    }
+  }
+  return result;
+}
+
+// The scenario with its interleaving left free: pauses and `continue` lines dropped.
+Scenario freed(const Scenario& s) {
+  Scenario out;
+  out.config = s.config;
+  out.config.fixed_schedule = false;
+  out.kills = s.kills;
+  out.file = s.file;
+  for (const ScenarioItem& item : s.items) {
+    if (const auto* l = std::get_if<StepLine>(&item)) {
+      if (l->action.kind == ActionKind::resume) continue;
+      StepLine copy = *l;
+      copy.pause.clear();
+      out.items.emplace_back(std::move(copy));
+    } else if (std::get<Expectation>(item).kind != ExpectKind::copied) {
+      out.items.push_back(item);
+    }
+  }
+  return out;
+}
+
+int cmd_explore(const std::string& file, const ExploreOptions& options, const std::string& mutant,
+                const std::string& out_dir, double shrink_seconds, std::size_t show_failures) {
+  auto loaded = load_scenario(file, "cowstate explore");
+  if (!loaded) return kExitUsage;
+  const Scenario s = freed(*loaded);
+  if (!activate_mutant(mutant, s)) return kExitUsage;
+  RunConfig config;
+  config.seed = s.config.seed;
+  config.scenario = &s;
+  const auto start = std::chrono::steady_clock::now();
+  const ExploreResult r = explore(config, options);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("cowstate explore %s: preemption bound %u, max schedules %llu\n", file.c_str(),
+              options.preemption_bound, static_cast<unsigned long long>(options.max_schedules));
+  std::printf("schedules explored %llu, pruned as equivalent %llu, steps %llu, %s, %.2f s\n",
+              static_cast<unsigned long long>(r.schedules),
+              static_cast<unsigned long long>(r.pruned), static_cast<unsigned long long>(r.steps),
+              r.complete ? "space exhausted" : "stopped at --max-schedules", seconds);
+  std::printf("failures %zu\n", r.failures.size());
+  int result = 0;
+  std::set<std::string> shown;
+  for (std::size_t i = 0; i < r.failures.size(); ++i) {
+    const ExploredFailure& f = r.failures[i];
+    if (result == 0) result = exit_code(f.result.outcome);
+    const std::string key = std::string(outcome_name(f.result.outcome)) + "/" + f.result.check;
+    if (shown.size() >= show_failures || !shown.insert(key).second) continue;
+    std::printf("\nfailure %zu: %s at check %s\n  %s\n", i + 1, outcome_name(f.result.outcome),
+                f.result.check.c_str(), f.result.message.c_str());
+    RunConfig recording = config;
+    recording.record = true;
+    auto replay = make_replay_strategy(f.schedule);
+    const RunResult recorded = run_once(recording, *replay);
+    const Scenario fixed = to_scenario(config, recorded);
+    const std::string stem = std::filesystem::path(file).stem().string();
+    shrink_and_write(fixed, f.result, "cowstate explore " + file, out_dir,
+                     stem + "-explore-" + std::to_string(i + 1) + ".scenario", shrink_seconds);
+  }
+  deactivate_mutants();
+  return result;
+}
+
+#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
+// The hand-minimized negative scenarios of a directory, by the mutant each `kills`.
+std::map<std::string, Scenario> negative_scenarios(const std::string& dir, bool* ok) {
+  std::map<std::string, Scenario> out;
+  std::vector<std::filesystem::path> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().extension() == ".scenario") files.push_back(e.path());
+  }
+  if (ec) {
+    std::fprintf(stderr, "cowstate mutants: cannot list %s: %s\n", dir.c_str(),
+                 ec.message().c_str());
+    *ok = false;
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    auto s = load_scenario(f.string(), "cowstate mutants");
+    if (!s) {
+      *ok = false;
+    } else if (s->kills.empty()) {
+      std::fprintf(stderr, "cowstate mutants: %s names no mutant (`kills NAME`)\n",
+                   f.string().c_str());
+      *ok = false;
+    } else {
+      out[s->kills] = std::move(*s);
+    }
+  }
+  return out;
+}
+#endif
+
+int cmd_mutants(double seconds_per_mutant, std::uint32_t ops, bool json,
+                const std::string& negative_dir, const std::string& out_dir,
+                double shrink_seconds) {
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
   namespace mu = cowstate::mutants;
-  // A sanity run first: without any mutant the campaign must pass.
+  bool ok = true;
+  std::map<std::string, Scenario> negatives;
+  if (!negative_dir.empty()) negatives = negative_scenarios(negative_dir, &ok);
   std::size_t killed = 0;
   std::vector<double> kill_times;
   if (!json) {
-    std::printf("%-30s %-6s %9s %12s  %s\n", "mutant", "killed", "time (s)", "seed", "caught by");
+    std::printf("%-29s %-6s %8s %6s  %-18s %6s %5s %6s  %s\n", "mutant", "killed", "time (s)",
+                "seed", "caught by", "shrunk", "hand", "ratio", "negative scenario");
   }
   for (const mu::MutantInfo& info : mu::kCatalog) {
     mu::active() = info.mutant;
@@ -239,16 +512,44 @@ int cmd_mutants(double seconds_per_mutant, std::uint32_t ops, bool json) {
     const CampaignSummary s = run_campaign(
         options, [&](const FinishedRun& run) { set_crash_hint(run.spec); }, nullptr);
     if (s.first_failure) kill = s.first_failure;
+    std::size_t shrunk_steps = 0;
+    if (kill && shrink_seconds > 0) {
+      shrunk_steps = shrink_case(kill->spec, kill->result, out_dir, shrink_seconds,
+                                 std::string(info.name) + ".scenario", false)
+                         .steps_after;
+    }
+    // The negative scenario must fail (exit 1) under its mutant and pass without it.
+    std::string negative = negative_dir.empty() ? "-" : "MISSING";
+    std::size_t hand_steps = 0;
+    auto it = negatives.find(info.name);
+    if (it != negatives.end()) {
+      hand_steps = it->second.step_count();
+      const RunResult under = run_scenario(it->second);
+      mu::active() = mu::Mutant::none;
+      const RunResult without = run_scenario(it->second);
+      const bool fails = exit_code(under.outcome) == 1;
+      const bool passes = without.outcome == Outcome::pass;
+      negative = fails && passes ? "ok (" + under.check + ")"
+                 : !fails        ? std::string("NOT KILLED: ") + outcome_name(under.outcome)
+                                 : "FAILS WITHOUT THE MUTANT: " + without.check;
+      ok = ok && fails && passes;
+    } else {
+      ok = ok && negative_dir.empty();
+    }
     mu::active() = mu::Mutant::none;
+    const double ratio = hand_steps > 0 && shrunk_steps > 0
+                             ? static_cast<double>(shrunk_steps) / static_cast<double>(hand_steps)
+                             : 0.0;
+    if (ratio > 2.0) ok = false;
     if (kill) {
       ++killed;
       kill_times.push_back(s.seconds);
     }
     if (json) {
-      nlohmann::json j{{"mutant", info.name},
-                       {"killed", kill.has_value()},
-                       {"seconds", s.seconds},
-                       {"runs", s.runs}};
+      nlohmann::json j{{"mutant", info.name},          {"killed", kill.has_value()},
+                       {"seconds", s.seconds},         {"runs", s.runs},
+                       {"shrunk_steps", shrunk_steps}, {"hand_steps", hand_steps},
+                       {"negative", negative}};
       if (kill) {
         j["seed"] = kill->spec.seed;
         j["check"] = kill->result.check;
@@ -257,10 +558,11 @@ int cmd_mutants(double seconds_per_mutant, std::uint32_t ops, bool json) {
       std::cout << j.dump() << "\n";
     } else {
       std::printf(
-          "%-30s %-6s %9.3f %12s  %s\n", info.name, kill ? "yes" : "NO", s.seconds,
-          kill ? std::to_string(kill->spec.seed).c_str() : "-",
+          "%-29s %-6s %8.3f %6s  %-18s %6zu %5zu %6.2f  %s\n", info.name, kill ? "yes" : "NO",
+          s.seconds, kill ? std::to_string(kill->spec.seed).c_str() : "-",
           kill ? (kill->result.check + " (" + outcome_name(kill->result.outcome) + ")").c_str()
-               : "-");
+               : "-",
+          shrunk_steps, hand_steps, ratio, negative.c_str());
     }
   }
   const std::size_t total = std::size(mu::kCatalog);
@@ -272,12 +574,20 @@ int cmd_mutants(double seconds_per_mutant, std::uint32_t ops, bool json) {
                   kill_times.back());
     }
     std::printf("\n");
+    if (!negative_dir.empty()) {
+      std::printf("negative scenarios (%s): %s; shrunk cases at most 2x the hand-minimized: %s\n",
+                  negative_dir.c_str(), ok ? "all fail under their mutant only" : "PROBLEMS above",
+                  ok ? "yes" : "see ratio column");
+    }
   }
-  return killed == total ? 0 : 1;
+  return killed == total && ok ? 0 : 1;
 #else
   (void)seconds_per_mutant;
   (void)ops;
   (void)json;
+  (void)negative_dir;
+  (void)out_dir;
+  (void)shrink_seconds;
   std::fprintf(stderr,
                "cowstate mutants: this build has no mutants; configure with the `mutants` preset "
                "(cmake --preset mutants)\n");
@@ -297,7 +607,7 @@ int main(int argc, char** argv) {
 
   CampaignOptions fuzz;
   bool fuzz_json = false;
-  std::string out_dir, shard = "0/1";
+  std::string out_dir = "cowstate-failures", shard = "0/1";
   auto* f = app.add_subcommand("fuzz", "run a fuzz campaign of seeded simulation runs");
   f->add_option("--seed", fuzz.seed, "base seed; run i uses seed + i")->capture_default_str();
   f->add_option("--runs", fuzz.runs, "number of runs (0: until --time runs out)")
@@ -318,7 +628,12 @@ int main(int argc, char** argv) {
   f->add_option("--deep-check-every", fuzz.deep_check_every, "deep checks every N steps (0: never)")
       ->capture_default_str();
   f->add_flag("--json", fuzz_json, "one JSON line per finished run on stdout");
-  f->add_option("--out", out_dir, "directory for failing case files");
+  f->add_option("--out", out_dir, "directory for failing case files and shrunk scenarios")
+      ->capture_default_str();
+  double fuzz_shrink = 30;
+  f->add_option("--shrink-seconds", fuzz_shrink, "time to shrink a failure (0: no shrink)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
 
   std::string replay_file;
   auto* r = app.add_subcommand("replay", "rerun a recorded failing case exactly");
@@ -336,6 +651,46 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 10000000u))
       ->capture_default_str();
   m->add_flag("--json", mutants_json, "one JSON line per mutant");
+  std::string mutants_negative, mutants_out;
+  double mutants_shrink = 10;
+  m->add_option("--negative", mutants_negative,
+                "directory of hand-minimized negative scenarios to check and compare with")
+      ->check(CLI::ExistingDirectory);
+  m->add_option("--out", mutants_out, "directory for the shrunk scenario of each kill");
+  m->add_option("--shrink-seconds", mutants_shrink, "time to shrink each kill (0: no shrink)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+
+  std::vector<std::string> run_files;
+  std::string run_mutant;
+  bool run_trace = false;
+  auto* rn = app.add_subcommand("run", "run scenario files and check their expectations");
+  rn->add_option("FILE", run_files, "scenario files")->required()->check(CLI::ExistingFile);
+  rn->add_option("--mutant", run_mutant,
+                 "run under a planted bug (mutants build); `kills`: the one the file names");
+  rn->add_flag("--trace", run_trace, "print every trace line");
+
+  std::string explore_file, explore_mutant, explore_out = "cowstate-failures";
+  ExploreOptions explore_options;
+  double explore_shrink = 20;
+  std::size_t explore_show = 3;
+  auto* ex = app.add_subcommand("explore", "run every interleaving of a scenario within bounds");
+  ex->add_option("FILE", explore_file, "scenario file")->required()->check(CLI::ExistingFile);
+  ex->add_option("--preemption-bound", explore_options.preemption_bound,
+                 "most preemptions per schedule")
+      ->check(CLI::Range(0u, 64u))
+      ->capture_default_str();
+  ex->add_option("--max-schedules", explore_options.max_schedules, "stop after this many")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40))
+      ->capture_default_str();
+  ex->add_option("--mutant", explore_mutant, "explore under a planted bug (mutants build)");
+  ex->add_option("--out", explore_out, "directory for shrunk failing scenarios")
+      ->capture_default_str();
+  ex->add_option("--shrink-seconds", explore_shrink, "time to shrink each failure (0: no shrink)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  ex->add_option("--show", explore_show, "distinct failures to print and shrink")
+      ->capture_default_str();
 
   try {
     app.parse(argc, argv);
@@ -351,9 +706,17 @@ int main(int argc, char** argv) {
       return kExitUsage;
     }
     if (fuzz.runs == 0 && fuzz.time_seconds <= 0) fuzz.runs = 100;
-    return cmd_fuzz(fuzz, fuzz_json, out_dir);
+    return cmd_fuzz(fuzz, fuzz_json, out_dir, fuzz_shrink);
   }
   if (*r) return cmd_replay(replay_file);
-  if (*m) return cmd_mutants(per_mutant, mutant_ops, mutants_json);
+  if (*rn) return cmd_run(run_files, run_mutant, run_trace);
+  if (*ex) {
+    return cmd_explore(explore_file, explore_options, explore_mutant, explore_out, explore_shrink,
+                       explore_show);
+  }
+  if (*m) {
+    return cmd_mutants(per_mutant, mutant_ops, mutants_json, mutants_negative, mutants_out,
+                       mutants_shrink);
+  }
   return kExitUsage;
 }

@@ -34,6 +34,8 @@ int exit_code(Outcome outcome) noexcept {
       return 3;
     case Outcome::stuck:
       return 4;
+    case Outcome::invalid:
+      return 2;
   }
   return 3;
 }
@@ -48,6 +50,8 @@ const char* outcome_name(Outcome outcome) noexcept {
       return "assertion";
     case Outcome::stuck:
       return "stuck";
+    case Outcome::invalid:
+      return "invalid";
   }
   return "?";
 }
@@ -75,6 +79,12 @@ using Access = CowStateMapAccess;
 // A check failed: thrown inside a task, caught by the scheduler.
 struct CheckFailed {
   std::string check;
+  std::string message;
+  int line = 0;  // scenario line of a failed expectation
+};
+// A scenario step that cannot run as written.
+struct ScenarioInvalid {
+  int line;
   std::string message;
 };
 
@@ -110,7 +120,8 @@ enum class TaskKind : std::uint8_t { writer, serializer, releaser };
 
 struct Task {
   std::uint32_t id = 0;
-  std::string name;
+  std::string name;         // in the trace: writer, ser1, releaser
+  std::string script_name;  // in scenarios: writer, s1, releaser
   TaskKind kind = TaskKind::writer;
   std::uint32_t weight = 1;
   Prng rng{0};
@@ -118,6 +129,11 @@ struct Task {
   // Where the task is: steps it finished and yields taken inside the current one.
   std::uint64_t units_done = 0;
   std::uint64_t inner_yields = 0;
+  const char* point = "";  // the yield point it stopped at, while inner_yields > 0
+  // Scenario runs: the task's step lines (`continue` lines excluded) and the next one.
+  std::vector<const StepLine*> program;
+  std::size_t next_line = 0;
+  const StepLine* current_line = nullptr;  // the line its current step runs
 };
 
 // FNV-1a over the words of a state, for exploration dedup.
@@ -133,6 +149,7 @@ struct Digest {
 
 struct SnapshotRecord {
   std::uint32_t number = 0;  // s1, s2, ... in start order
+  std::string name;          // "s<number>", or the scenario's name for it
   std::uint32_t version = 0;
   Map::Snapshot handle;
   Image expected;
@@ -141,6 +158,8 @@ struct SnapshotRecord {
   bool cancel = false;   // asked to stop by the releaser
   bool in_step = false;  // its serializer is inside Writer::step
   bool completed = false;
+  std::size_t emitted = 0;
+  std::optional<Image> restored;  // what its bytes restored to, once completed
 };
 
 // A (key, namespace, state) row that points at the state instead of copying it.
@@ -172,8 +191,9 @@ class Simulation {
  public:
   Simulation(const RunConfig& config, Strategy& strategy)
       : config_(config),
-        opts_(config.workload),
+        opts_(options_for(config)),
         strategy_(strategy),
+        scenario_(config.scenario),
         map_(std::make_unique<Map>(MapOptions{.initial_capacity = opts_.initial_capacity,
                                               .min_capacity = opts_.min_capacity,
                                               .max_capacity = opts_.max_capacity},
@@ -181,6 +201,35 @@ class Simulation {
         model_(std::make_unique<Model>()) {
     step_bound_ =
         config.step_bound != 0 ? config.step_bound : std::uint64_t{opts_.ops_max} * 400 + 100000;
+    track_copies_ = static_cast<bool>(config.on_step);
+    if (scenario_ != nullptr) {
+      for (const ScenarioItem& item : scenario_->items) {
+        if (const auto* e = std::get_if<Expectation>(&item)) {
+          track_copies_ = track_copies_ || e->kind == ExpectKind::copied;
+        }
+      }
+    }
+  }
+
+  // A scenario's workload: its capacities and hash; everything else comes from its lines.
+  static WorkloadOptions options_for(const RunConfig& config) {
+    if (config.scenario == nullptr) return config.workload;
+    const ScenarioConfig& c = config.scenario->config;
+    WorkloadOptions o;
+    o.initial_capacity = c.initial_capacity;
+    o.min_capacity = c.min_capacity;
+    o.max_capacity = c.max_capacity;
+    o.identity_hash = c.identity_hash;
+    o.deep_check_every = 1;
+    o.ops_max = 0;
+    o.cancel_percent = 0;
+    for (const ScenarioItem& item : config.scenario->items) {
+      const auto* s = std::get_if<StepLine>(&item);
+      if (s == nullptr || s->action.kind == ActionKind::resume) continue;
+      if (s->task == "writer") ++o.ops_max;
+      if (s->task == "releaser") o.cancel_percent = 1;  // the releaser task exists
+    }
+    return o;
   }
 
   // Unwinds unfinished tasks first (their stacks refer to snapshots), then releases the
@@ -215,30 +264,71 @@ class Simulation {
     if (!Fiber::in_fiber() || running_ == nullptr) return;
     ++result_.stats.yields;
     ++running_->inner_yields;
+    running_->point = point;
     trace(running_->name + " yield " + point);
     Fiber::yield();
   }
 
  private:
   // --- tasks ---
-  Task& spawn(std::string name, TaskKind kind, std::uint32_t weight, std::function<void()> body) {
+  Task& spawn(std::string name, std::string script_name, TaskKind kind, std::uint32_t weight,
+              std::function<void()> body) {
     auto t = std::make_unique<Task>();
     t->id = static_cast<std::uint32_t>(tasks_.size());
     t->name = std::move(name);
+    t->script_name = std::move(script_name);
     t->kind = kind;
     t->weight = weight;
     t->rng = Prng(derive_seed(config_.seed, 1000 + t->id));
     t->fiber = std::make_unique<Fiber>(std::move(body));
+    if (scenario_ != nullptr) {
+      for (const ScenarioItem& item : scenario_->items) {
+        const auto* s = std::get_if<StepLine>(&item);
+        if (s != nullptr && s->task == t->script_name && s->action.kind != ActionKind::resume) {
+          t->program.push_back(s);
+        }
+      }
+    }
+    if (config_.record) result_.tasks.push_back(TaskRecord{t->script_name, {}});
     tasks_.push_back(std::move(t));
     return *tasks_.back();
+  }
+  // The task's next scenario line (nullptr past its last one, or in generated runs).
+  const StepLine* take_line(Task& t) {
+    if (scenario_ == nullptr || t.next_line >= t.program.size()) return nullptr;
+    t.current_line = t.program[t.next_line++];
+    return t.current_line;
+  }
+  void begin_action(Task& t, const Action& a) {
+    if (config_.record) result_.tasks[t.id].actions.push_back(a);
+  }
+  // Ends the task's current step (before its Fiber::yield).
+  static void end_unit(Task& t) {
+    ++t.units_done;
+    t.inner_yields = 0;
+    t.point = "";
+  }
+  [[noreturn]] void invalid(const Task& t, const std::string& message) {
+    throw ScenarioInvalid{t.current_line != nullptr ? t.current_line->line : 0, message};
   }
   void writer_body();
   void serializer_body(SnapshotRecord& rec, Task& self);
   void releaser_body(Task& self);
   std::vector<SnapshotRecord*> undecided() const;
+  SnapshotRecord* snapshot_named(const std::string& name) const {
+    for (const auto& r : snapshots_) {
+      if (r->name == name) return r.get();
+    }
+    return nullptr;
+  }
   bool is_runnable(const Task& t) const {
     if (t.fiber->finished()) return false;
     if (t.kind != TaskKind::releaser) return true;
+    if (scenario_ != nullptr) {
+      // A scripted releaser waits for the snapshot its next line names.
+      return t.next_line >= t.program.size() || t.inner_yields > 0 ||
+             snapshot_named(t.program[t.next_line]->action.snapshot) != nullptr;
+    }
     return writer_done_ || undecided_count_ > 0;
   }
 
@@ -254,8 +344,9 @@ class Simulation {
     for (auto& x : v) x = static_cast<std::int64_t>(rng.below(100));
     return v;
   }
-  void do_op(Op op, Prng& rng);
-  void start_snapshot();
+  Action generate(Prng& rng);
+  void execute(const Action& a);
+  void start_snapshot(const std::string& name);
   void release(SnapshotRecord& rec, const std::string& by);
   std::size_t live_snapshots() const { return live_count_; }
 
@@ -267,8 +358,20 @@ class Simulation {
                      bool state_in_place, const char* what);
   void after_step_checks();
   void deep_checks();
+  void check_expectation(const Expectation& e);
+  Image snapshot_contents(const SnapshotRecord& r);
   // Everything that decides the rest of the run, hashed (for exploration dedup).
   std::uint64_t digest() const;
+
+  // --- scenario runs ---
+  void run_fixed();
+  void run_strategy();
+  void finish_tasks();   // runs every unfinished task to its end, lowest id first
+  void resume(Task& t);  // one scheduler step of t, with its bookkeeping and checks
+  // (key, ns) -> (slot, state object) of every live entry; for "what was copied".
+  using Placement = std::map<std::pair<Key, Ns>, std::pair<std::uint32_t, const void*>>;
+  Placement placement() const;
+  MapLayout layout() const;
 
   void trace(const std::string& line) {
     const std::string full = std::to_string(result_.stats.steps) + " " + line;
@@ -278,6 +381,7 @@ class Simulation {
     }
     hash_ ^= static_cast<unsigned char>('\n');
     hash_ *= 0x100000001b3ULL;
+    if (config_.on_step) step_trace_.push_back(full);
     if (config_.keep_trace) {
       result_.trace.push_back(full);
     } else {
@@ -293,6 +397,7 @@ class Simulation {
   RunConfig config_;
   WorkloadOptions opts_;
   Strategy& strategy_;
+  const Scenario* scenario_;
   std::unique_ptr<Map> map_;
   std::unique_ptr<Model> model_;
   std::vector<std::unique_ptr<Task>> tasks_;
@@ -311,28 +416,77 @@ class Simulation {
   std::uint64_t hash_ = 0xcbf29ce484222325ULL;
   std::vector<std::string> tail_;
   std::size_t tail_next_ = 0;
+  // What the writer's last finished step copied (scenario expectations, explain).
+  bool track_copies_ = false;
+  Placement before_op_;
+  std::set<EntryKey> copied_entries_, copied_states_;
+  std::vector<std::string> step_trace_;  // trace lines of the current step, for on_step
   RunResult result_;
 };
+
+Action Simulation::generate(Prng& rng) {
+  std::array<std::uint32_t, kOpCount> w = opts_.weights;
+  if (live_snapshots() >= opts_.live_snapshots_max) w[static_cast<std::size_t>(Op::snapshot)] = 0;
+  std::uint64_t total = 0;
+  for (auto x : w) total += x;
+  const Op op = total == 0 ? Op::get : static_cast<Op>(pick_weighted(rng, w));
+  Action a;
+  a.kind = op;
+  a.entry.first = pick_key(rng);
+  a.entry.second = static_cast<Ns>(rng.below(opts_.namespaces));
+  switch (op) {
+    case Op::put:
+    case Op::put_and_get_old:
+      a.value = pick_value(rng);
+      break;
+    case Op::get_mutable:
+      a.mutation = static_cast<Mutation>(rng.below(3));
+      a.x = static_cast<std::int64_t>(rng.below(100));
+      break;
+    case Op::transform:
+      a.x = static_cast<std::int64_t>(rng.below(100));
+      break;
+    case Op::snapshot:
+      a.snapshot = "s" + std::to_string(snapshots_.size() + 1);
+      break;
+    case Op::visit:
+      a.budget = static_cast<std::uint32_t>(1 + rng.below(6));
+      a.salt = rng.below(7);
+      break;
+    default:
+      break;
+  }
+  return a;
+}
 
 void Simulation::writer_body() {
   Task& self = *tasks_[0];
   for (std::uint32_t i = 0; i < opts_.ops_max; ++i) {
-    std::array<std::uint32_t, kOpCount> w = opts_.weights;
-    if (live_snapshots() >= opts_.live_snapshots_max) w[static_cast<std::size_t>(Op::snapshot)] = 0;
-    std::uint64_t total = 0;
-    for (auto x : w) total += x;
-    const Op op = total == 0 ? Op::get : static_cast<Op>(pick_weighted(self.rng, w));
+    const StepLine* line = take_line(self);
+    const Action action = line != nullptr ? line->action : generate(self.rng);
+    begin_action(self, action);
+    if (track_copies_) before_op_ = placement();
     writer_in_op_ = true;
     try {
-      do_op(op, self.rng);
+      execute(action);
     } catch (const CheckFailed&) {
       writer_in_op_ = false;  // checks run after the map call returned: the map is whole
       throw;
     }
     writer_in_op_ = false;
+    if (track_copies_) {
+      copied_entries_.clear();
+      copied_states_.clear();
+      const Placement after = placement();
+      for (const auto& [key, where] : after) {
+        auto it = before_op_.find(key);
+        if (it == before_op_.end()) continue;
+        if (it->second.first != where.first) copied_entries_.insert(key);
+        if (it->second.second != where.second) copied_states_.insert(key);
+      }
+    }
     ++result_.stats.ops;
-    ++self.units_done;
-    self.inner_yields = 0;
+    end_unit(self);
     Fiber::yield();
   }
   writer_done_ = true;
@@ -356,23 +510,23 @@ void Simulation::check_minimal(const Access::EntryInfo& before, std::uint32_t h,
   }
 }
 
-void Simulation::do_op(Op op, Prng& rng) {
-  const Key k = pick_key(rng);
-  const Ns n = static_cast<Ns>(rng.below(opts_.namespaces));
+void Simulation::execute(const Action& a) {
+  const Key k = a.entry.first;
+  const Ns n = a.entry.second;
   const std::string where = "(" + std::to_string(k) + "," + std::to_string(n) + ")";
   const std::uint32_t h = map_->highest_required_version();
   const Access::EntryInfo before = Access::find(*map_, k, n);
-  switch (op) {
-    case Op::put: {
-      State v = pick_value(rng);
+  switch (a.kind) {
+    case ActionKind::put: {
+      State v = a.value;
       trace("writer put " + where + " " + text(v));
       model_->put(k, n, v);
       map_->put(k, n, std::move(v));
       check_minimal(before, h, k, n, true, "put");
       break;
     }
-    case Op::put_and_get_old: {
-      State v = pick_value(rng);
+    case ActionKind::put_and_get_old: {
+      State v = a.value;
       trace("writer put_and_get_old " + where + " " + text(v));
       auto expected = model_->put_and_get_old(k, n, v);
       auto got = map_->put_and_get_old(k, n, std::move(v));
@@ -381,14 +535,14 @@ void Simulation::do_op(Op op, Prng& rng) {
       check_minimal(before, h, k, n, true, "put_and_get_old");
       break;
     }
-    case Op::remove: {
+    case ActionKind::remove: {
       trace("writer remove " + where);
       const bool expected = model_->remove(k, n);
       const bool got = map_->remove(k, n);
       expect(got == expected, "result", "remove " + where + " returned " + std::to_string(got));
       break;
     }
-    case Op::remove_and_get_old: {
+    case ActionKind::remove_and_get_old: {
       trace("writer remove_and_get_old " + where);
       auto expected = model_->remove_and_get_old(k, n);
       auto got = map_->remove_and_get_old(k, n);
@@ -397,7 +551,7 @@ void Simulation::do_op(Op op, Prng& rng) {
           "remove_and_get_old " + where + " returned " + text(got) + ", model " + text(expected));
       break;
     }
-    case Op::get: {
+    case ActionKind::get: {
       trace("writer get " + where);
       const State* got = map_->get(k, n);
       const State* expected = model_->get(k, n);
@@ -406,16 +560,15 @@ void Simulation::do_op(Op op, Prng& rng) {
       check_minimal(before, h, k, n, true, "get");
       break;
     }
-    case Op::contains: {
+    case ActionKind::contains: {
       trace("writer contains " + where);
       expect(map_->contains(k, n) == model_->contains(k, n), "result", "contains " + where);
       break;
     }
-    case Op::get_mutable: {
-      const std::uint64_t how = rng.below(3);
-      const auto x = static_cast<std::int64_t>(rng.below(100));
-      trace("writer get_mutable " + where + " mutate " + std::to_string(how) + " " +
-            std::to_string(x));
+    case ActionKind::get_mutable: {
+      const std::int64_t x = a.x;
+      trace("writer get_mutable " + where + " mutate " +
+            std::to_string(static_cast<int>(a.mutation)) + " " + std::to_string(x));
       State* got = map_->get_mutable(k, n);
       State* expected = model_->get_mutable(k, n);
       expect((got == nullptr) == (expected == nullptr) && (got == nullptr || *got == *expected),
@@ -423,10 +576,10 @@ void Simulation::do_op(Op op, Prng& rng) {
              "get_mutable " + where + " returned " + text(got) + ", model " + text(expected));
       if (got != nullptr) {
         for (State* s : {got, expected}) {
-          if (how == 0 || s->empty()) {
+          if (a.mutation == Mutation::append || s->empty()) {
             s->push_back(x);
-          } else if (how == 1) {
-            (*s)[static_cast<std::size_t>(x) % s->size()] = -x;
+          } else if (a.mutation == Mutation::overwrite) {
+            (*s)[static_cast<std::size_t>(x < 0 ? -x : x) % s->size()] = -x;
           } else {
             s->pop_back();
           }
@@ -435,8 +588,8 @@ void Simulation::do_op(Op op, Prng& rng) {
       check_minimal(before, h, k, n, true, "get_mutable");
       break;
     }
-    case Op::transform: {
-      const auto x = static_cast<std::int64_t>(rng.below(100));
+    case ActionKind::transform: {
+      const std::int64_t x = a.x;
       trace("writer transform " + where + " append " + std::to_string(x));
       auto fn = [](const State* old, std::int64_t value) {
         State s = old ? *old : State{};
@@ -448,12 +601,12 @@ void Simulation::do_op(Op op, Prng& rng) {
       check_minimal(before, h, k, n, true, "transform");
       break;
     }
-    case Op::snapshot:
-      start_snapshot();
+    case ActionKind::snapshot:
+      start_snapshot(a.snapshot);
       break;
-    case Op::visit: {
-      const std::size_t budget = 1 + rng.below(6);
-      const std::uint64_t salt = rng.below(7);
+    case ActionKind::visit: {
+      const std::size_t budget = a.budget;
+      const std::uint64_t salt = a.salt;
       trace("writer visit " + std::to_string(budget) + " salt " + std::to_string(salt));
       std::vector<std::pair<std::pair<Key, Ns>, std::optional<State>>> decisions;
       map_->visit_incremental(visit_cursor_, budget,
@@ -480,17 +633,19 @@ void Simulation::do_op(Op op, Prng& rng) {
       }
       break;
     }
+    default:
+      COWSTATE_ASSERT(false, "T2", "a writer ran a non-writer action");
   }
 }
 
-void Simulation::start_snapshot() {
+void Simulation::start_snapshot(const std::string& name) {
   auto rec = std::make_unique<SnapshotRecord>();
   rec->number = static_cast<std::uint32_t>(snapshots_.size() + 1);
+  rec->name = name;
   rec->handle = map_->snapshot();
   rec->version = model_->start_snapshot();
   rec->expected = model_->image(rec->version);
   ++result_.stats.snapshots;
-  const std::string name = "s" + std::to_string(rec->number);
   trace("writer snapshot " + name + " version " + std::to_string(rec->version) + " size " +
         std::to_string(rec->expected.size()));
   expect(rec->handle.version() == rec->version, "I1",
@@ -505,13 +660,13 @@ void Simulation::start_snapshot() {
   ++live_count_;
   ++undecided_count_;
   const std::uint32_t id = static_cast<std::uint32_t>(tasks_.size());
-  spawn("ser" + std::to_string(r.number), TaskKind::serializer, 2,
+  spawn("ser" + std::to_string(r.number), name, TaskKind::serializer, 2,
         [this, &r, id] { serializer_body(r, *tasks_[id]); });
 }
 
 void Simulation::release(SnapshotRecord& rec, const std::string& by) {
   COWSTATE_ASSERT(!rec.released, "T3", "the simulator released a snapshot record twice");
-  trace(by + " release s" + std::to_string(rec.number));
+  trace(by + " release " + rec.name);
   rec.handle.release();
   model_->release_snapshot(rec.version);
   rec.released = true;
@@ -524,20 +679,34 @@ void Simulation::release(SnapshotRecord& rec, const std::string& by) {
 }
 
 void Simulation::serializer_body(SnapshotRecord& rec, Task& self) {
-  const std::string name = "s" + std::to_string(rec.number);
+  const std::string& name = rec.name;
   std::set<std::pair<Key, Ns>> emitted;
   std::optional<Writer> writer;  // opened at the first step: the snapshot may be gone by then
   for (;;) {
-    if (rec.released) {
-      trace(self.name + " stops: " + name + " was cancelled");
-      return;
-    }
-    if (rec.cancel) {
-      release(rec, self.name);
+    const StepLine* line = take_line(self);
+    if (rec.released || rec.cancel) {
+      Action stop;
+      stop.kind = ActionKind::step;
+      begin_action(self, stop);
+      if (rec.released) {
+        trace(self.name + " stops: " + name + " was cancelled");
+      } else {
+        release(rec, self.name);
+      }
+      end_unit(self);
       return;
     }
     if (!writer) writer.emplace(rec.handle);
-    const std::size_t budget = 1 + self.rng.below(opts_.step_entries_max);
+    std::size_t budget = 0;
+    if (scenario_ != nullptr) {
+      budget = line != nullptr && line->action.budget != 0 ? line->action.budget : SIZE_MAX;
+    } else {
+      budget = 1 + self.rng.below(opts_.step_entries_max);
+    }
+    Action step;
+    step.kind = ActionKind::step;
+    step.budget = budget == SIZE_MAX ? 0 : static_cast<std::uint32_t>(budget);
+    begin_action(self, step);
     rec.in_step = true;
     const bool done = writer->step(budget, [&](const Key& k, const Ns& n, const State& s) {
       const auto key = std::make_pair(k, n);
@@ -552,11 +721,12 @@ void Simulation::serializer_body(SnapshotRecord& rec, Task& self) {
       ++result_.stats.entries_checked;
     });
     rec.in_step = false;
-    trace(self.name + " step " + std::to_string(budget) + " -> " +
+    rec.emitted = writer->entries_written();
+    trace(self.name + " step " +
+          (budget == SIZE_MAX ? std::string("all") : std::to_string(budget)) + " -> " +
           std::to_string(writer->entries_written()) + "/" + std::to_string(rec.expected.size()));
-    ++self.units_done;
-    self.inner_yields = 0;
     if (done) break;
+    end_unit(self);
     Fiber::yield();
   }
   expect(emitted.size() == rec.expected.size(), "image",
@@ -579,8 +749,10 @@ void Simulation::serializer_body(SnapshotRecord& rec, Task& self) {
   expect(!d, "restore", name + " restored map differs from its version: " + d.value_or(""));
   std::string why;
   expect((*restored)->check_invariants(&why), "restore", name + " restored map: " + why);
+  rec.restored = std::move(got);
   rec.completed = true;
   ++result_.stats.snapshots_checked;
+  end_unit(self);
 }
 
 std::vector<SnapshotRecord*> Simulation::undecided() const {
@@ -591,10 +763,62 @@ std::vector<SnapshotRecord*> Simulation::undecided() const {
   return out;
 }
 
-// The releaser decides once per snapshot, when it first runs after the snapshot started,
-// whether to cancel it; it is runnable only while a decision is pending (so strategies
-// with strict priorities, like PCT, cannot starve the others behind an idle loop).
+// Generated runs: the releaser decides once per snapshot, when it first runs after the
+// snapshot started, whether to cancel it; it is runnable only while a decision is pending
+// (so strategies with strict priorities, like PCT, cannot starve the others behind an idle
+// loop). Scenario runs: it does what its lines say, each when its snapshot has started.
 void Simulation::releaser_body(Task& self) {
+  auto cancel = [this](SnapshotRecord& r) {
+    if (r.in_step) {
+      trace("releaser cancel " + r.name + " (mid-step)");
+      r.cancel = true;
+    } else {
+      release(r, "releaser");
+    }
+  };
+  auto release_again = [this](SnapshotRecord& r) {
+    // Releasing a snapshot that is already gone must change nothing.
+    trace("releaser release " + r.name + " again");
+    r.handle.release();
+  };
+  if (scenario_ != nullptr) {
+    while (self.next_line < self.program.size()) {
+      const std::string& name = self.program[self.next_line]->action.snapshot;
+      while (snapshot_named(name) == nullptr) Fiber::yield();  // not runnable until it starts
+      const StepLine* line = take_line(self);
+      SnapshotRecord* r = snapshot_named(name);
+      begin_action(self, line->action);
+      if (!r->decided) {
+        r->decided = true;
+        --undecided_count_;
+      }
+      switch (line->action.kind) {
+        case ActionKind::cancel:
+          if (r->released) {
+            release_again(*r);
+          } else if (!r->cancel) {
+            cancel(*r);
+          }
+          break;
+        case ActionKind::release:
+          if (r->released) {
+            release_again(*r);
+          } else {
+            if (r->in_step) invalid(self, r->name + " is inside a serializer step; cancel it");
+            release(*r, "releaser");
+          }
+          break;
+        case ActionKind::keep:
+          trace("releaser keeps " + r->name);
+          break;
+        default:
+          invalid(self, "the releaser cannot run this action");
+      }
+      end_unit(self);
+      Fiber::yield();
+    }
+    return;
+  }
   for (;;) {
     std::vector<SnapshotRecord*> pending = undecided();
     if (pending.empty()) {
@@ -605,23 +829,27 @@ void Simulation::releaser_body(Task& self) {
     SnapshotRecord& r = *pending[self.rng.below(pending.size())];
     r.decided = true;
     --undecided_count_;
+    Action decision;
+    decision.snapshot = r.name;
     if (self.rng.below(100) < opts_.cancel_percent) {
-      if (r.in_step) {
-        trace("releaser cancel s" + std::to_string(r.number) + " (mid-step)");
-        r.cancel = true;
-      } else {
-        release(r, "releaser");
-      }
+      decision.kind = ActionKind::cancel;
+      begin_action(self, decision);
+      cancel(r);
+    } else {
+      decision.kind = ActionKind::keep;
+      begin_action(self, decision);
     }
     if (self.rng.chance(1, 8)) {
-      // Releasing a snapshot that is already gone must change nothing.
       SnapshotRecord& old = *snapshots_[self.rng.below(snapshots_.size())];
       if (old.released) {
-        trace("releaser release s" + std::to_string(old.number) + " again");
-        old.handle.release();
+        Action again;
+        again.kind = ActionKind::release;
+        again.snapshot = old.name;
+        begin_action(self, again);
+        release_again(old);
       }
     }
-    ++self.units_done;
+    end_unit(self);
     Fiber::yield();
   }
 }
@@ -738,64 +966,384 @@ void Simulation::deep_checks() {
   }
 }
 
-RunResult Simulation::run() {
-  trace("seed " + std::to_string(config_.seed) + " options " + opts_.to_string());
-  strategy_.begin_run(config_.seed);
-  spawn("writer", TaskKind::writer, 4, [this] { writer_body(); });
-  if (opts_.cancel_percent > 0) {
-    spawn("releaser", TaskKind::releaser, 1, [this] { releaser_body(*tasks_[1]); });
+Simulation::Placement Simulation::placement() const {
+  Placement out;
+  for (int t = 0; t < 2; ++t) {
+    const std::size_t buckets = t == 0 ? map_->capacity() : Access::rehash_capacity(*map_);
+    for (std::uint32_t b = 0; b < buckets; ++b) {
+      for (std::uint32_t i : Access::chain(*map_, t, b)) {
+        const Access::EntryInfo e = Access::info(*map_, i);
+        out[{Access::key_of(*map_, i), Access::namespace_of(*map_, i)}] = {i, e.state};
+      }
+    }
   }
+  return out;
+}
+
+MapLayout Simulation::layout() const {
+  MapLayout out;
+  out.map_version = map_->map_version();
+  out.highest_required_version = map_->highest_required_version();
+  out.size = map_->size();
+  out.rehash_index = Access::rehash_index(*map_);
+  out.retired_entries = Access::retired_entries(*map_);
+  out.retired_states = Access::retired_states(*map_);
+  out.free_slots = Access::free_list(*map_).size();
+  // Which live snapshot reaches which slot.
+  std::map<std::uint32_t, std::vector<std::string>> seen;
+  const std::size_t limit = Access::pool_slots(*map_) + 1;
+  for (const auto& r : snapshots_) {
+    if (r->released) continue;
+    SnapshotLayout s;
+    s.name = r->name;
+    s.version = r->version;
+    s.size = r->expected.size();
+    s.emitted = r->emitted;
+    s.completed = r->completed;
+    for (std::uint32_t slot : Access::snapshot_slots(r->handle, limit)) {
+      seen[slot].push_back(r->name);
+    }
+    s.heads = Access::snapshot_heads(r->handle);
+    out.snapshots.push_back(std::move(s));
+  }
+  auto entry = [this, &seen](std::uint32_t i) {
+    const Access::EntryInfo e = Access::info(*map_, i);
+    LayoutEntry le;
+    le.slot = i;
+    le.key = {Access::key_of(*map_, i), Access::namespace_of(*map_, i)};
+    le.state = *static_cast<const State*>(e.state);
+    le.state_id = reinterpret_cast<std::uintptr_t>(e.state);
+    le.entry_version = e.entry_version;
+    le.state_version = e.state_version;
+    if (auto it = seen.find(i); it != seen.end()) le.seen_by = it->second;
+    return le;
+  };
+  std::set<std::uint32_t> live_slots;
+  for (int t = 0; t < 2; ++t) {
+    const std::size_t buckets = t == 0 ? map_->capacity() : Access::rehash_capacity(*map_);
+    if (t == 1 && buckets == 0) break;
+    out.tables.emplace_back(buckets);
+    for (std::uint32_t b = 0; b < buckets; ++b) {
+      for (std::uint32_t i : Access::chain(*map_, t, b)) {
+        out.tables[static_cast<std::size_t>(t)][b].push_back(entry(i));
+        live_slots.insert(i);
+      }
+    }
+  }
+  for (const auto& [slot, names] : seen) {
+    if (!live_slots.count(slot)) out.retired.push_back(entry(slot));
+  }
+  return out;
+}
+
+// What a snapshot holds as production code shows it: the frozen version while it is live,
+// what its bytes restored to once completed, nothing once cancelled.
+Image Simulation::snapshot_contents(const SnapshotRecord& r) {
+  Image got;
+  if (!r.released) {
+    r.handle.for_each([&got](const Key& k, const Ns& n, const State& s) {
+      got.emplace(std::make_pair(k, n), s);
+    });
+  } else if (r.restored) {
+    got = *r.restored;
+  }
+  return got;
+}
+
+void Simulation::check_expectation(const Expectation& e) {
+  const std::string at = scenario_->file + ":" + std::to_string(e.line) + ": ";
+  auto fail = [&](const std::string& message) {
+    throw CheckFailed{"expect", at + message, e.line};
+  };
+  auto image_text = [](const Image& image) {
+    ScenarioImage s(image.begin(), image.end());
+    return print_image(s);
+  };
+  switch (e.kind) {
+    case ExpectKind::image: {
+      const Image want(e.image.begin(), e.image.end());
+      if (e.target == "live") {
+        Image live;
+        map_->for_each([&live](const Key& k, const Ns& n, const State& s) {
+          live.emplace(std::make_pair(k, n), s);
+        });
+        if (live != want)
+          fail("the live map is " + image_text(live) + ", expected " + image_text(want));
+        return;
+      }
+      const SnapshotRecord* r = snapshot_named(e.target);
+      if (r == nullptr) fail(e.target + " has not started");
+      if (r->expected != want) {
+        fail(e.target + " is " + image_text(r->expected) + " by the model, expected " +
+             image_text(want));
+      }
+      if (r->released && !r->restored) return;  // cancelled: the model's word is all there is
+      const Image got = snapshot_contents(*r);
+      if (got != want) {
+        fail(e.target + (r->released ? " restored to " : " iterates to ") + image_text(got) +
+             ", expected " + image_text(want));
+      }
+      return;
+    }
+    case ExpectKind::copied: {
+      auto names = [](const std::set<EntryKey>& keys) {
+        std::string out = "{";
+        for (const EntryKey& k : keys) {
+          out += (out.size() > 1 ? ", " : "") + std::string("(") + std::to_string(k.first) + "," +
+                 std::to_string(k.second) + ")";
+        }
+        return out + "}";
+      };
+      if (copied_entries_ != e.copied_entries || copied_states_ != e.copied_states) {
+        fail("the last writer step copied entries " + names(copied_entries_) + " and states " +
+             names(copied_states_) + ", expected entries " + names(e.copied_entries) +
+             " and states " + names(e.copied_states));
+      }
+      return;
+    }
+    case ExpectKind::versions:
+      if (map_->map_version() != e.a || map_->highest_required_version() != e.b) {
+        fail("map version " + std::to_string(map_->map_version()) + ", highest required " +
+             std::to_string(map_->highest_required_version()) + "; expected " +
+             std::to_string(e.a) + " and " + std::to_string(e.b));
+      }
+      return;
+    case ExpectKind::retired: {
+      const std::size_t entries = Access::retired_entries(*map_);
+      const std::size_t states = Access::retired_states(*map_);
+      if (entries != e.a || states != e.b) {
+        fail(std::to_string(entries) + " retired entries and " + std::to_string(states) +
+             " retired states; expected " + std::to_string(e.a) + " and " + std::to_string(e.b));
+      }
+      return;
+    }
+    case ExpectKind::failure:
+      return;  // judged on the outcome of the whole run
+  }
+}
+
+void Simulation::resume(Task& t) {
+  StepRecord rec;
+  rec.task = t.id;
+  rec.resumed = t.inner_yields > 0;
+  if (config_.record)
+    rec.first_action = static_cast<std::uint32_t>(result_.tasks[t.id].actions.size());
+  result_.schedule.push_back(t.id);
+  step_trace_.clear();
+  running_ = &t;
+  // The step is recorded even when a check inside it throws: a failing run's last step
+  // belongs to the scenario that reproduces it.
+  auto finish_record = [this, &t, &rec] {
+    running_ = nullptr;
+    ++result_.stats.steps;
+    if (t.inner_yields > 0) rec.paused_at = t.point;
+    if (config_.record) {
+      rec.end_action = static_cast<std::uint32_t>(result_.tasks[t.id].actions.size());
+      result_.steps.push_back(rec);
+    }
+  };
+  try {
+    t.fiber->resume();
+  } catch (...) {
+    finish_record();
+    throw;
+  }
+  finish_record();
+  if (t.kind == TaskKind::writer) dirty_ = true;
+  after_step_checks();
+  if (config_.on_step) {
+    StepView v;
+    v.step = result_.stats.steps;
+    v.task = t.script_name;
+    if (t.current_line != nullptr) v.source_line = t.current_line->line;
+    if (rec.resumed) {
+      v.action = "continue";
+    } else if (t.current_line != nullptr) {
+      v.action = print_action(*t.current_line);
+    }
+    v.paused_at = rec.paused_at;
+    v.trace = step_trace_;
+    if (t.kind == TaskKind::writer && t.inner_yields == 0) {
+      v.copied_entries = copied_entries_;
+      v.copied_states = copied_states_;
+    }
+    const MapLayout l = layout();
+    v.layout = &l;
+    config_.on_step(v);
+  }
+}
+
+void Simulation::run_strategy() {
   std::uint32_t last = kNoTask;
   std::vector<TaskView> runnable;
-  try {
+  for (;;) {
+    runnable.clear();
+    bool unfinished = false;
+    for (auto& t : tasks_) {
+      unfinished = unfinished || !t->fiber->finished();
+      if (is_runnable(*t)) runnable.push_back(TaskView{t->id, t->weight});
+    }
+    if (runnable.empty()) {
+      if (!unfinished) break;
+      result_.outcome = Outcome::stuck;
+      result_.check = "deadlock";
+      result_.message = "unfinished tasks but none runnable";
+      break;
+    }
+    if (result_.stats.steps >= step_bound_) {
+      result_.outcome = Outcome::stuck;
+      result_.check = "steps";
+      result_.message = "step bound " + std::to_string(step_bound_) + " hit";
+      break;
+    }
+    if (strategy_.wants_digest() && !strategy_.on_state(digest())) {
+      result_.abandoned = true;
+      trace("abandoned: state already explored");
+      break;
+    }
+    const std::uint32_t id = strategy_.pick(runnable, last, result_.stats.steps);
+    Task& t = *tasks_.at(id);
+    COWSTATE_ASSERT(!t.fiber->finished(), "T2", "strategy picked a finished task");
+    resume(t);
+    last = id;
+  }
+}
+
+Task* find_task(const std::vector<std::unique_ptr<Task>>& tasks, const std::string& name) {
+  for (const auto& t : tasks) {
+    if (t->script_name == name) return t.get();
+  }
+  return nullptr;
+}
+
+// A fixed schedule: each step line runs its task until the step ends or, with `pause at`,
+// until the task reaches that yield point; yields at other points pass through.
+void Simulation::run_fixed() {
+  for (const ScenarioItem& item : scenario_->items) {
+    if (const auto* e = std::get_if<Expectation>(&item)) {
+      check_expectation(*e);
+      continue;
+    }
+    const StepLine& line = std::get<StepLine>(item);
+    Task* t = find_task(tasks_, line.task);
+    if (t == nullptr || t->fiber->finished()) {
+      const bool serializer = line.task != "writer" && line.task != "releaser";
+      throw ScenarioInvalid{line.line, line.task + (serializer ? "'s serializer" : "") +
+                                           " has finished; it has no step left to run"};
+    }
+    const bool resuming = line.action.kind == ActionKind::resume;
+    COWSTATE_ASSERT(resuming == (t->inner_yields > 0), "T2",
+                    "the parser lets `continue` follow exactly the paused lines");
+    const std::uint64_t units = t->units_done;
     for (;;) {
-      runnable.clear();
-      bool unfinished = false;
-      for (auto& t : tasks_) {
-        unfinished = unfinished || !t->fiber->finished();
-        if (is_runnable(*t)) runnable.push_back(TaskView{t->id, t->weight});
-      }
-      if (runnable.empty()) {
-        if (!unfinished) break;
-        result_.outcome = Outcome::stuck;
-        result_.check = "deadlock";
-        result_.message = "unfinished tasks but none runnable";
-        break;
-      }
       if (result_.stats.steps >= step_bound_) {
-        result_.outcome = Outcome::stuck;
-        result_.check = "steps";
-        result_.message = "step bound " + std::to_string(step_bound_) + " hit";
+        throw CheckFailed{"steps", "step bound " + std::to_string(step_bound_) + " hit", line.line};
+      }
+      resume(*t);
+      const bool ended = t->fiber->finished() || t->units_done != units;
+      if (ended) {
+        if (!line.pause.empty()) {
+          throw ScenarioInvalid{
+              line.line, line.task + "'s step ended without reaching yield point " + line.pause};
+        }
         break;
       }
-      if (strategy_.wants_digest() && !strategy_.on_state(digest())) {
-        result_.abandoned = true;
-        trace("abandoned: state already explored");
+      if (!line.pause.empty() && line.pause == t->point) break;
+    }
+  }
+}
+
+void Simulation::finish_tasks() {
+  for (;;) {
+    Task* next = nullptr;
+    for (auto& t : tasks_) {
+      if (is_runnable(*t)) {
+        next = t.get();
         break;
       }
-      const std::uint32_t id = strategy_.pick(runnable, last, result_.stats.steps);
-      Task& t = *tasks_.at(id);
-      COWSTATE_ASSERT(!t.fiber->finished(), "T2", "strategy picked a finished task");
-      result_.schedule.push_back(id);
-      running_ = &t;
-      t.fiber->resume();
-      running_ = nullptr;
-      if (t.kind == TaskKind::writer) dirty_ = true;
-      last = id;
-      ++result_.stats.steps;
+    }
+    if (next == nullptr) break;
+    if (result_.stats.steps >= step_bound_) {
+      throw CheckFailed{"steps", "step bound " + std::to_string(step_bound_) + " hit", 0};
+    }
+    resume(*next);
+  }
+  for (auto& t : tasks_) {
+    if (!t->fiber->finished()) {
+      throw CheckFailed{"deadlock",
+                        t->script_name +
+                            " cannot finish: it waits for a snapshot "
+                            "that never starts",
+                        0};
+    }
+  }
+}
+
+RunResult Simulation::run() {
+  if (scenario_ != nullptr) {
+    trace("scenario " + scenario_->file + " seed " + std::to_string(config_.seed) + " " +
+          (scenario_->config.fixed_schedule ? "fixed schedule" : "free schedule"));
+  } else {
+    trace("seed " + std::to_string(config_.seed) + " options " + opts_.to_string());
+  }
+  strategy_.begin_run(config_.seed);
+  spawn("writer", "writer", TaskKind::writer, 4, [this] { writer_body(); });
+  if (opts_.cancel_percent > 0) {
+    spawn("releaser", "releaser", TaskKind::releaser, 1, [this] { releaser_body(*tasks_[1]); });
+  }
+  try {
+    if (scenario_ != nullptr && scenario_->config.fixed_schedule) {
+      run_fixed();
+      finish_tasks();
+    } else {
+      run_strategy();
+    }
+    if (scenario_ != nullptr && result_.outcome == Outcome::pass && !result_.abandoned) {
       after_step_checks();
+      if (!scenario_->config.fixed_schedule) {
+        for (const ScenarioItem& item : scenario_->items) {
+          if (const auto* e = std::get_if<Expectation>(&item)) check_expectation(*e);
+        }
+      }
     }
   } catch (const CheckFailed& f) {
     result_.outcome = Outcome::failure;
     result_.check = f.check;
     result_.message = f.message;
+    result_.failed_line = f.line;
   } catch (const AssertionCaught& a) {
     map_broken_ = true;
     result_.outcome = Outcome::assertion;
     result_.check = a.invariant;
     result_.message = a.message;
+  } catch (const ScenarioInvalid& s) {
+    result_.outcome = Outcome::invalid;
+    result_.check = "scenario";
+    result_.message = (scenario_ != nullptr ? scenario_->file : std::string("?")) + ":" +
+                      std::to_string(s.line) + ": " + s.message;
+    result_.failed_line = s.line;
   }
   running_ = nullptr;
+  if (scenario_ != nullptr && !result_.abandoned && result_.outcome != Outcome::invalid) {
+    // `expect failure CHECK`: the run passes exactly when it fails at CHECK.
+    for (const ScenarioItem& item : scenario_->items) {
+      const auto* e = std::get_if<Expectation>(&item);
+      if (e == nullptr || e->kind != ExpectKind::failure) continue;
+      if (result_.outcome != Outcome::pass && result_.check == e->target) {
+        trace("expected failure " + e->target + ": " + result_.message);
+        result_.outcome = Outcome::pass;
+        result_.check = "";
+        result_.message = "";
+      } else if (result_.outcome == Outcome::pass) {
+        result_.outcome = Outcome::failure;
+        result_.check = "expect";
+        result_.message = scenario_->file + ":" + std::to_string(e->line) +
+                          ": expected the run to fail check " + e->target + ", it passed";
+        result_.failed_line = e->line;
+      }
+      break;
+    }
+  }
   if (result_.outcome != Outcome::pass) {
     trace("FAIL " + result_.check + ": " + result_.message);
   }

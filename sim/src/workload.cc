@@ -9,10 +9,6 @@
 namespace cowstate::sim {
 
 namespace {
-constexpr std::array<const char*, kOpCount> kOpNames = {
-    "put",      "put_and_get_old", "remove",    "remove_and_get_old", "get",
-    "contains", "get_mutable",     "transform", "snapshot",           "visit"};
-
 // The scalar fields, in print order, for to_string() and parse().
 template <class F>
 void for_each_field(WorkloadOptions& o, F&& f) {
@@ -31,8 +27,6 @@ void for_each_field(WorkloadOptions& o, F&& f) {
   f("deep_check_every", o.deep_check_every);
 }
 }  // namespace
-
-const char* op_name(Op op) noexcept { return kOpNames[static_cast<std::size_t>(op)]; }
 
 WorkloadOptions WorkloadOptions::swarm(std::uint64_t seed, std::uint32_t ops_max,
                                        std::uint32_t deep_check_every) {
@@ -83,7 +77,7 @@ std::string WorkloadOptions::to_string() const {
   out += " weights=";
   for (std::size_t i = 0; i < kOpCount; ++i) {
     if (i > 0) out += ',';
-    out += kOpNames[i];
+    out += op_name(static_cast<Op>(i));
     out += ':';
     out += std::to_string(weights[i]);
   }
@@ -130,7 +124,7 @@ std::optional<WorkloadOptions> WorkloadOptions::parse(std::string_view line, std
         if (comma == std::string_view::npos) comma = value.size();
         const std::string_view w = value.substr(p, comma - p);
         const std::size_t colon = w.find(':');
-        ok = colon != std::string_view::npos && w.substr(0, colon) == kOpNames[i] &&
+        ok = colon != std::string_view::npos && w.substr(0, colon) == op_name(static_cast<Op>(i)) &&
              number(w.substr(colon + 1), &o.weights[i]);
         ++i;
         p = comma + 1;

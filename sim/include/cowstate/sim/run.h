@@ -29,18 +29,66 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "cowstate/sim/scenario.h"
 #include "cowstate/sim/strategy.h"
 #include "cowstate/sim/workload.h"
 
 namespace cowstate::sim {
 
-enum class Outcome : std::uint8_t { pass, failure, assertion, stuck };
-// 0 pass, 1 correctness failure, 3 assertion or crash caught, 4 stuck schedule.
+// invalid: a scenario that cannot run as written (a step of a finished task, a pause point
+// never reached); it is bad input, not a bug in the map.
+enum class Outcome : std::uint8_t { pass, failure, assertion, stuck, invalid };
+// 0 pass, 1 correctness failure, 2 invalid scenario, 3 assertion or crash caught, 4 stuck.
 int exit_code(Outcome outcome) noexcept;
 const char* outcome_name(Outcome outcome) noexcept;
+
+// The map as a learner sees it after a step (`cowstate explain`).
+struct LayoutEntry {
+  std::uint32_t slot = 0;  // pool slot
+  EntryKey key;
+  StateValue state;
+  std::uintptr_t state_id = 0;  // identity of the state object (shared between copies)
+  std::uint32_t entry_version = 0;
+  std::uint32_t state_version = 0;
+  std::vector<std::string> seen_by;  // live snapshots whose frozen version reaches this entry
+};
+struct SnapshotLayout {
+  std::string name;
+  std::uint32_t version = 0;
+  std::vector<std::uint32_t> heads;  // the copied bucket heads (pool slots, 0 = empty)
+  std::size_t size = 0;
+  std::size_t emitted = 0;  // entries its serializer wrote so far
+  bool completed = false;
+};
+struct MapLayout {
+  std::uint32_t map_version = 0;
+  std::uint32_t highest_required_version = 0;
+  std::size_t size = 0;
+  // tables[0] is the primary table, tables[1] the rehash target (empty unless a rehash is
+  // in flight); tables[t][bucket] is the chain, head first.
+  std::vector<std::vector<std::vector<LayoutEntry>>> tables;
+  std::uint32_t rehash_index = 0;  // primary buckets below it have moved
+  // Entries only snapshots reach (retired copies or removed entries), by slot.
+  std::vector<LayoutEntry> retired;
+  std::size_t retired_entries = 0, retired_states = 0, free_slots = 0;
+  std::vector<SnapshotLayout> snapshots;  // live ones, in start order
+};
+// One scheduler step, for observers.
+struct StepView {
+  std::uint64_t step = 0;
+  std::string task;                // scenario task name (writer, releaser, snapshot name)
+  std::string action;              // the step line as a scenario would write it
+  int source_line = 0;             // scenario line, 0 when generated
+  std::string paused_at;           // yield point the task stopped at; empty: its step ended
+  std::vector<std::string> trace;  // the trace lines the step produced
+  std::set<EntryKey> copied_entries, copied_states;  // by the writer step that just ended
+  const MapLayout* layout = nullptr;
+};
 
 struct RunConfig {
   std::uint64_t seed = 1;
@@ -48,6 +96,23 @@ struct RunConfig {
   std::uint64_t step_bound = 0;  // 0: derived from workload.ops_max
   bool keep_trace = false;       // keep every trace line (otherwise only the tail)
   std::size_t trace_tail = 24;
+  // Runs this scenario's steps instead of generated ones (see scenario.h); workload
+  // capacities and hash come from its config. Not owned.
+  const Scenario* scenario = nullptr;
+  bool record = false;  // record every task's actions and every step (for to_scenario)
+  std::function<void(const StepView&)> on_step;  // sees every step with the map's layout
+};
+
+// What a task did, for turning a run into a scenario.
+struct TaskRecord {
+  std::string name;  // scenario task name
+  std::vector<Action> actions;
+};
+struct StepRecord {
+  std::uint32_t task = 0;
+  bool resumed = false;  // it continued a step an earlier pause interrupted
+  std::uint32_t first_action = 0, end_action = 0;  // actions it began, in its TaskRecord
+  std::string paused_at;                           // empty: its step ended
 };
 
 struct RunStats {
@@ -69,6 +134,10 @@ struct RunResult {
   std::vector<std::string> trace;       // every line if keep_trace, else the last trace_tail
   std::vector<std::uint32_t> schedule;  // task id of every step
   bool abandoned = false;  // an exploring strategy stopped the run (state already explored)
+  // With RunConfig::record:
+  std::vector<TaskRecord> tasks;
+  std::vector<StepRecord> steps;
+  int failed_line = 0;  // scenario line of the failing expectation or invalid step
 };
 
 // Runs one simulation. Deterministic: the same config and strategy give the same trace.

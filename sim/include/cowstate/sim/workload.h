@@ -13,22 +13,16 @@
 #include <string>
 #include <string_view>
 
+#include "cowstate/sim/scenario.h"
+
 namespace cowstate::sim {
 
-enum class Op : std::uint8_t {
-  put,
-  put_and_get_old,
-  remove,
-  remove_and_get_old,
-  get,
-  contains,
-  get_mutable,
-  transform,
-  snapshot,
-  visit,
-};
+// The writer's operations are the first kOpCount scenario actions (scenario.h), so a
+// generated operation is written down as a scenario step unchanged.
+using Op = ActionKind;
 inline constexpr std::size_t kOpCount = 10;
-const char* op_name(Op op) noexcept;
+static_assert(static_cast<std::size_t>(ActionKind::visit) + 1 == kOpCount);
+inline const char* op_name(Op op) noexcept { return action_name(op); }
 
 struct WorkloadOptions {
   std::uint32_t ops_max = 400;  // writer operations per run

@@ -1,0 +1,55 @@
+// From a failing run to the smallest scenario file that fails the same way.
+//
+// `to_scenario` writes a recorded run (RunConfig::record) as a fixed-schedule scenario:
+// every action each task took, in the order the scheduler ran them, with `pause at` where
+// a step stopped at a yield point inside production code. `cowstate run` replays it.
+//
+// `shrink` then minimizes it while it keeps failing with the same outcome at the same
+// check, greedily and to a fixed point, cheapest wins first:
+//   1. drop whole snapshots (the snapshot start, its serializer's steps, the releaser's
+//      lines about it, expectations naming it);
+//   2. drop step groups, delta-debugging style (halves, quarters, ... single lines), a
+//      group being a line with the `continue` lines that finish it;
+//   3. drop preemptions: a paused step and its `continue` lines become one plain step;
+//   4. smaller data: values to fewer and smaller numbers, keys and namespaces to small
+//      ones, serializer budgets to `all`, visit budgets and salts to small ones.
+// Every candidate is a full simulation run with every check on, bounded by ShrinkOptions.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "cowstate/sim/run.h"
+#include "cowstate/sim/scenario.h"
+
+namespace cowstate::sim {
+
+// Runs a scenario: fixed schedules as written, free ones under their strategy and seed.
+RunResult run_scenario(const Scenario& scenario, bool keep_trace = false,
+                       std::function<void(const StepView&)> on_step = {});
+
+// The fixed-schedule scenario that replays `recorded` (run with RunConfig::record).
+Scenario to_scenario(const RunConfig& config, const RunResult& recorded);
+
+struct ShrinkOptions {
+  std::uint64_t max_runs = 20000;
+  double max_seconds = 60;
+};
+
+struct ShrinkResult {
+  Scenario scenario;  // the smallest failing scenario found
+  RunResult result;   // its run
+  std::uint64_t runs = 0;
+  std::size_t steps_before = 0, steps_after = 0;
+  bool reproduced = false;  // the input failed as recorded (otherwise nothing was shrunk)
+};
+
+// Minimizes `failing` while its run keeps `outcome` and `check`.
+ShrinkResult shrink(const Scenario& failing, Outcome outcome, const std::string& check,
+                    const ShrinkOptions& options = {});
+
+// The whole pipeline for a failing generated run: record, convert, shrink.
+ShrinkResult shrink_run(const RunConfig& config, Strategy& strategy,
+                        const ShrinkOptions& options = {});
+
+}  // namespace cowstate::sim

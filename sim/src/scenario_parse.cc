@@ -1,0 +1,640 @@
+// The scenario parser: one statement per line, errors at file:line:col saying what was
+// expected and what was found. Grammar in docs/scenario-format.md.
+#include <cctype>
+#include <charconv>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+
+#include "cowstate/sim/scenario.h"
+
+namespace cowstate::sim {
+
+const char* action_name(ActionKind kind) noexcept {
+  switch (kind) {
+    case ActionKind::put:
+      return "put";
+    case ActionKind::put_and_get_old:
+      return "put_and_get_old";
+    case ActionKind::remove:
+      return "remove";
+    case ActionKind::remove_and_get_old:
+      return "remove_and_get_old";
+    case ActionKind::get:
+      return "get";
+    case ActionKind::contains:
+      return "contains";
+    case ActionKind::get_mutable:
+      return "get_mutable";
+    case ActionKind::transform:
+      return "transform";
+    case ActionKind::snapshot:
+      return "snapshot";
+    case ActionKind::visit:
+      return "visit";
+    case ActionKind::step:
+      return "step";
+    case ActionKind::cancel:
+      return "cancel";
+    case ActionKind::keep:
+      return "keep";
+    case ActionKind::release:
+      return "release";
+    case ActionKind::resume:
+      return "continue";
+  }
+  return "?";
+}
+
+const std::vector<std::string>& yield_points() {
+  static const std::vector<std::string> points = {"map.copy_chain_prefix", "map.insert_new",
+                                                  "map.rehash_move", "snapshot_writer.entry"};
+  return points;
+}
+
+std::size_t Scenario::step_count() const {
+  std::size_t n = 0;
+  for (const ScenarioItem& item : items) n += std::holds_alternative<StepLine>(item) ? 1U : 0U;
+  return n;
+}
+
+std::string ParseError::to_string() const {
+  return file + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " + message;
+}
+
+namespace {
+
+enum class Tok : std::uint8_t { end, word, number, punct };
+
+struct Token {
+  Tok kind = Tok::end;
+  std::string text;
+  int column = 0;  // 1-based
+};
+
+// Thrown inside the parser, turned into ParseError at the top.
+struct Failure {
+  int column;
+  std::string message;
+};
+
+bool is_word_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+bool is_word_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
+}
+
+// Splits one line (comment already cut) into tokens.
+std::vector<Token> tokenize(std::string_view line) {
+  std::vector<Token> out;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    const char c = line[i];
+    if (c == ' ' || c == '\t' || c == '\r') {
+      ++i;
+      continue;
+    }
+    Token t;
+    t.column = static_cast<int>(i) + 1;
+    if (is_word_start(c)) {
+      const std::size_t start = i;
+      while (i < line.size() && is_word_char(line[i])) ++i;
+      t.kind = Tok::word;
+      t.text = std::string(line.substr(start, i - start));
+    } else if (std::isdigit(static_cast<unsigned char>(c)) ||
+               (c == '-' && i + 1 < line.size() &&
+                std::isdigit(static_cast<unsigned char>(line[i + 1])))) {
+      const std::size_t start = i;
+      ++i;
+      while (i < line.size() && std::isalnum(static_cast<unsigned char>(line[i]))) ++i;
+      t.kind = Tok::number;
+      t.text = std::string(line.substr(start, i - start));
+    } else if (std::string_view(":;={}[](),").find(c) != std::string_view::npos) {
+      t.kind = Tok::punct;
+      t.text = std::string(1, c);
+      ++i;
+    } else {
+      throw Failure{t.column, std::string("unexpected character '") +
+                                  (std::isprint(static_cast<unsigned char>(c))
+                                       ? std::string(1, c)
+                                       : "\\x" + std::to_string(static_cast<unsigned char>(c))) +
+                                  "'"};
+    }
+    out.push_back(std::move(t));
+  }
+  Token end;
+  end.column = static_cast<int>(line.size()) + 1;
+  out.push_back(end);
+  return out;
+}
+
+std::string describe(const Token& t) {
+  switch (t.kind) {
+    case Tok::end:
+      return "end of line";
+    case Tok::number:
+      return "number " + t.text;
+    case Tok::word:
+      return "'" + t.text + "'";
+    case Tok::punct:
+      return "'" + t.text + "'";
+  }
+  return "?";
+}
+
+struct TaskState {
+  bool paused = false;  // fixed schedule: its last line stopped at a yield point
+  int paused_line = 0;
+};
+
+class Parser {
+ public:
+  Parser(std::string file) : file_(std::move(file)) { scenario_.file = file_; }
+
+  // Parses one source line into the scenario.
+  void line(std::string_view text, int line_no) {
+    line_no_ = line_no;
+    const std::size_t hash = text.find('#');
+    toks_ = tokenize(hash == std::string_view::npos ? text : text.substr(0, hash));
+    pos_ = 0;
+    if (peek().kind == Tok::end) return;
+    const Token first = peek();
+    if (first.kind != Tok::word) fail(first, "a statement (config, kills, expect or TASK:)");
+    if (first.text == "config" && !is_task_line()) {
+      next();
+      config();
+    } else if (first.text == "kills" && !is_task_line()) {
+      next();
+      const Token name = want_word("a mutant name");
+      if (!scenario_.kills.empty()) fail(name, "one `kills` per scenario", "a second one");
+      scenario_.kills = name.text;
+    } else if (first.text == "expect" && !is_task_line()) {
+      next();
+      expectation(first);
+    } else {
+      steps();
+    }
+    want_end();
+  }
+
+  Scenario finish() { return std::move(scenario_); }
+
+  [[noreturn]] void fail(const Token& t, const std::string& expected) {
+    throw Failure{t.column, "expected " + expected + ", found " + describe(t)};
+  }
+  [[noreturn]] void fail(const Token& t, const std::string& expected, const std::string& found) {
+    throw Failure{t.column, "expected " + expected + ", found " + found};
+  }
+  int line_no() const { return line_no_; }
+
+ private:
+  const Token& peek(std::size_t ahead = 0) const {
+    return toks_[std::min(pos_ + ahead, toks_.size() - 1)];
+  }
+  Token next() {
+    Token t = peek();
+    if (pos_ < toks_.size() - 1) ++pos_;
+    return t;
+  }
+  bool is_task_line() const { return peek(1).kind == Tok::punct && peek(1).text == ":"; }
+  bool at_punct(const char* p) const { return peek().kind == Tok::punct && peek().text == p; }
+  Token want_punct(const char* p) {
+    if (!at_punct(p)) fail(peek(), std::string("'") + p + "'");
+    return next();
+  }
+  Token want_word(const std::string& what) {
+    if (peek().kind != Tok::word) fail(peek(), what);
+    return next();
+  }
+  void want_keyword(const char* word) {
+    if (peek().kind != Tok::word || peek().text != word)
+      fail(peek(), std::string("'") + word + "'");
+    next();
+  }
+  void want_end() {
+    if (peek().kind != Tok::end) fail(peek(), "end of line");
+  }
+
+  template <class T>
+  T number(const std::string& what) {
+    const Token t = peek();
+    if (t.kind != Tok::number) fail(t, what);
+    T v{};
+    const char* b = t.text.data();
+    const char* e = b + t.text.size();
+    auto [p, ec] = std::from_chars(b, e, v);
+    if (ec == std::errc::result_out_of_range) {
+      fail(t, what + " in range [" + std::to_string(std::numeric_limits<T>::min()) + ", " +
+                  std::to_string(std::numeric_limits<T>::max()) + "]");
+    }
+    if (ec != std::errc() || p != e) fail(t, what);
+    next();
+    return v;
+  }
+
+  // key=VALUE, returning the value token position for messages.
+  Token assignment(const char* key) {
+    const Token k = peek();
+    if (k.kind != Tok::word || k.text != key) fail(k, std::string("'") + key + "='");
+    next();
+    want_punct("=");
+    return peek();
+  }
+
+  void config() {
+    if (seen_step_) fail(toks_[0], "config before the first step", "'config' after a step");
+    if (peek().kind == Tok::end) fail(peek(), "a setting (capacity=, hash=, schedule=, ...)");
+    ScenarioConfig& c = scenario_.config;
+    while (peek().kind != Tok::end) {
+      const Token key = want_word("a setting (capacity=, hash=, schedule=, ...)");
+      want_punct("=");
+      if (key.text == "capacity" || key.text == "initial_capacity") {
+        c.initial_capacity = positive("a capacity (a positive number)");
+      } else if (key.text == "min_capacity") {
+        c.min_capacity = positive("a capacity (a positive number)");
+      } else if (key.text == "max_capacity") {
+        c.max_capacity = positive("a capacity (a positive number)");
+      } else if (key.text == "hash") {
+        const Token v = want_word("'default' or 'identity'");
+        if (v.text != "default" && v.text != "identity") fail(v, "'default' or 'identity'");
+        c.identity_hash = v.text == "identity";
+      } else if (key.text == "schedule") {
+        const Token v = want_word("'fixed' or 'free'");
+        if (v.text != "fixed" && v.text != "free") fail(v, "'fixed' or 'free'");
+        c.fixed_schedule = v.text == "fixed";
+      } else if (key.text == "seed") {
+        c.seed = number<std::uint64_t>("a seed (a number)");
+      } else if (key.text == "strategy") {
+        const Token v = want_word("'random' or 'pct'");
+        if (v.text != "random" && v.text != "pct") fail(v, "'random' or 'pct'");
+        c.strategy = v.text;
+      } else if (key.text == "pct_depth") {
+        c.pct_depth = positive("a PCT depth (a positive number)");
+      } else {
+        fail(key,
+             "a setting (capacity, min_capacity, max_capacity, hash, schedule, seed, strategy, "
+             "pct_depth)");
+      }
+    }
+    if (c.min_capacity > c.max_capacity) {
+      fail(toks_[0], "min_capacity <= max_capacity",
+           std::to_string(c.min_capacity) + " > " + std::to_string(c.max_capacity));
+    }
+  }
+
+  std::uint32_t positive(const std::string& what) {
+    const Token t = peek();
+    const auto v = number<std::uint32_t>(what);
+    if (v == 0 || v > (1u << 30)) fail(t, what + " in [1, 2^30]", t.text);
+    return v;
+  }
+
+  EntryKey key_ref() {
+    if (at_punct("(")) {
+      next();
+      const auto k = number<std::uint64_t>("a key (a number)");
+      want_punct(",");
+      const auto n = number<std::int32_t>("a namespace (a number)");
+      want_punct(")");
+      return {k, n};
+    }
+    return {number<std::uint64_t>("a key: a number, or (key,namespace)"), 0};
+  }
+
+  StateValue value() {
+    StateValue v;
+    if (at_punct("[")) {
+      next();
+      if (!at_punct("]")) {
+        v.push_back(number<std::int64_t>("a number"));
+        while (at_punct(",")) {
+          next();
+          v.push_back(number<std::int64_t>("a number"));
+        }
+      }
+      want_punct("]");
+      return v;
+    }
+    v.push_back(number<std::int64_t>("a value: a number or [n, ...]"));
+    return v;
+  }
+
+  ScenarioImage image() {
+    ScenarioImage out;
+    want_punct("{");
+    if (!at_punct("}")) {
+      for (;;) {
+        const Token at = peek();
+        const EntryKey k = key_ref();
+        want_punct(":");
+        if (!out.emplace(k, value()).second) fail(at, "each entry once", "a repeated entry");
+        if (!at_punct(",")) break;
+        next();
+      }
+    }
+    want_punct("}");
+    return out;
+  }
+
+  std::set<EntryKey> key_set() {
+    std::set<EntryKey> out;
+    want_punct("{");
+    if (!at_punct("}")) {
+      for (;;) {
+        const Token at = peek();
+        if (!out.insert(key_ref()).second) fail(at, "each entry once", "a repeated entry");
+        if (!at_punct(",")) break;
+        next();
+      }
+    }
+    want_punct("}");
+    return out;
+  }
+
+  void expectation(const Token& start) {
+    Expectation e;
+    e.line = line_no_;
+    e.column = start.column;
+    const Token what =
+        want_word("a snapshot name, 'live', 'copied', 'versions', 'retired' or 'failure'");
+    if (what.text == "copied") {
+      if (!scenario_.config.fixed_schedule) {
+        fail(what, "an expectation that holds in any interleaving",
+             "'copied' in a free schedule (it needs schedule=fixed)");
+      }
+      e.kind = ExpectKind::copied;
+      if (peek().kind == Tok::word && peek().text == "nothing") {
+        next();
+      } else {
+        assignment("entries");
+        e.copied_entries = key_set();
+        assignment("states");
+        e.copied_states = key_set();
+      }
+    } else if (what.text == "versions") {
+      e.kind = ExpectKind::versions;
+      assignment("map");
+      e.a = number<std::uint32_t>("a map version");
+      assignment("h");
+      e.b = number<std::uint32_t>("a highest required version");
+    } else if (what.text == "retired") {
+      e.kind = ExpectKind::retired;
+      assignment("entries");
+      e.a = number<std::uint32_t>("a count of retired entries");
+      assignment("states");
+      e.b = number<std::uint32_t>("a count of retired states");
+    } else if (what.text == "failure") {
+      e.kind = ExpectKind::failure;
+      const Token check = peek();
+      if (check.kind != Tok::word) fail(check, "a check id (result, image, I3, ...)");
+      next();
+      e.target = check.text;
+    } else {
+      e.kind = ExpectKind::image;
+      if (what.text != "live" && !snapshots_.count(what.text)) {
+        fail(what, "'live' or a snapshot started above (" + known_snapshots() + ")");
+      }
+      e.target = what.text;
+      want_punct("=");
+      e.image = image();
+    }
+    scenario_.items.emplace_back(std::move(e));
+  }
+
+  std::string known_snapshots() const {
+    if (snapshots_.empty()) return "none yet";
+    std::string out;
+    for (const auto& [name, line] : snapshots_) out += (out.empty() ? "" : ", ") + name;
+    return out;
+  }
+
+  void steps() {
+    const Token task = want_word("a task (writer, releaser or a snapshot name)");
+    want_punct(":");
+    const bool writer = task.text == "writer";
+    const bool releaser = task.text == "releaser";
+    if (!writer && !releaser && !snapshots_.count(task.text)) {
+      fail(task,
+           "a task: writer, releaser, or a snapshot started above (" + known_snapshots() + ")");
+    }
+    seen_step_ = true;
+    for (;;) {
+      StepLine s;
+      s.task = task.text;
+      s.line = line_no_;
+      s.column = peek().column;
+      action(s, writer, releaser);
+      if (peek().kind == Tok::word && peek().text == "pause") {
+        const Token p = next();
+        if (!scenario_.config.fixed_schedule) {
+          fail(p, "no `pause at` in a free schedule (the strategy chooses where tasks pause)",
+               "'pause'");
+        }
+        const ActionKind k = s.action.kind;
+        if (k == ActionKind::snapshot || k == ActionKind::cancel || k == ActionKind::keep ||
+            k == ActionKind::release) {
+          fail(p, "end of line (a " + std::string(action_name(k)) + " has no yield point)",
+               "'pause'");
+        }
+        want_keyword("at");
+        const Token point = peek();
+        if (point.kind != Tok::word) fail(point, "a yield point");
+        bool known = false;
+        std::string list;
+        for (const std::string& y : yield_points()) {
+          known = known || y == point.text;
+          list += (list.empty() ? "" : ", ") + y;
+        }
+        if (!known) fail(point, "a yield point (" + list + ")");
+        next();
+        s.pause = point.text;
+      }
+      track_pause(s, task);
+      scenario_.items.emplace_back(std::move(s));
+      if (!at_punct(";")) break;
+      next();
+    }
+  }
+
+  // Fixed schedules: a paused task's next line must be `continue`, and only then.
+  void track_pause(const StepLine& s, const Token& task) {
+    if (!scenario_.config.fixed_schedule) return;
+    TaskState& st = tasks_[s.task];
+    if (s.action.kind == ActionKind::resume && !st.paused) {
+      fail(task, "'continue' only after a step that paused", s.task + " is not paused");
+    }
+    if (s.action.kind != ActionKind::resume && st.paused) {
+      throw Failure{s.column, "expected 'continue' (" + s.task + " paused at line " +
+                                  std::to_string(st.paused_line) + "), found '" +
+                                  action_name(s.action.kind) + "'"};
+    }
+    st.paused = !s.pause.empty();
+    st.paused_line = line_no_;
+  }
+
+  void action(StepLine& s, bool writer, bool releaser) {
+    const Token verb = want_word("an action");
+    Action& a = s.action;
+    const std::string& v = verb.text;
+    if (v == "continue") {
+      a.kind = ActionKind::resume;
+      if (!scenario_.config.fixed_schedule) {
+        fail(verb, "an action ('continue' belongs to fixed schedules)", "'continue'");
+      }
+      return;
+    }
+    if (writer) {
+      writer_action(verb, a);
+    } else if (releaser) {
+      if (v == "cancel") {
+        a.kind = ActionKind::cancel;
+      } else if (v == "keep") {
+        a.kind = ActionKind::keep;
+      } else if (v == "release") {
+        a.kind = ActionKind::release;
+      } else {
+        fail(verb, "a releaser action (cancel, keep, release or continue)");
+      }
+      const Token name = want_word("a snapshot name");
+      if (!snapshots_.count(name.text)) {
+        fail(name, "a snapshot started above (" + known_snapshots() + ")");
+      }
+      a.snapshot = name.text;
+    } else {
+      if (v != "step") fail(verb, "a serializer action (step N, step all or continue)");
+      a.kind = ActionKind::step;
+      if (peek().kind == Tok::word && peek().text == "all") {
+        next();
+        a.budget = 0;
+      } else {
+        const Token t = peek();
+        a.budget = number<std::uint32_t>("a number of entries or 'all'");
+        if (a.budget == 0) fail(t, "a number of entries >= 1 or 'all'", "0");
+      }
+    }
+  }
+
+  void keyed(Action& a) {
+    assignment("k");
+    a.entry.first = number<std::uint64_t>("a key (a number)");
+    if (peek().kind == Tok::word && peek().text == "ns") {
+      assignment("ns");
+      a.entry.second = number<std::int32_t>("a namespace (a number)");
+    }
+  }
+
+  void writer_action(const Token& verb, Action& a) {
+    static const std::map<std::string, ActionKind> kWriter = {
+        {"put", ActionKind::put},
+        {"put_and_get_old", ActionKind::put_and_get_old},
+        {"remove", ActionKind::remove},
+        {"remove_and_get_old", ActionKind::remove_and_get_old},
+        {"get", ActionKind::get},
+        {"contains", ActionKind::contains},
+        {"get_mutable", ActionKind::get_mutable},
+        {"transform", ActionKind::transform},
+        {"snapshot", ActionKind::snapshot},
+        {"visit", ActionKind::visit}};
+    auto it = kWriter.find(verb.text);
+    if (it == kWriter.end()) {
+      fail(verb,
+           "a writer action (put, put_and_get_old, remove, remove_and_get_old, get, contains, "
+           "get_mutable, transform, snapshot, visit or continue)");
+    }
+    a.kind = it->second;
+    switch (a.kind) {
+      case ActionKind::put:
+      case ActionKind::put_and_get_old:
+        keyed(a);
+        assignment("v");
+        a.value = value();
+        return;
+      case ActionKind::remove:
+      case ActionKind::remove_and_get_old:
+      case ActionKind::get:
+      case ActionKind::contains:
+        keyed(a);
+        return;
+      case ActionKind::get_mutable: {
+        keyed(a);
+        want_keyword("then");
+        const Token m = want_word("'append', 'overwrite' or 'pop'");
+        if (m.text == "append") {
+          a.mutation = Mutation::append;
+        } else if (m.text == "overwrite") {
+          a.mutation = Mutation::overwrite;
+        } else if (m.text == "pop") {
+          a.mutation = Mutation::pop;
+        } else {
+          fail(m, "'append', 'overwrite' or 'pop'");
+        }
+        a.x = number<std::int64_t>("a number");
+        return;
+      }
+      case ActionKind::transform:
+        keyed(a);
+        want_keyword("append");
+        a.x = number<std::int64_t>("a number");
+        return;
+      case ActionKind::snapshot: {
+        const Token name = want_word("a snapshot name");
+        if (name.text == "writer" || name.text == "releaser" || name.text == "live" ||
+            name.text == "config" || name.text == "expect" || name.text == "kills") {
+          fail(name, "a snapshot name", "the reserved word '" + name.text + "'");
+        }
+        if (snapshots_.count(name.text)) {
+          fail(name, "a new snapshot name",
+               "'" + name.text + "', started at line " + std::to_string(snapshots_[name.text]));
+        }
+        snapshots_[name.text] = line_no_;
+        a.snapshot = name.text;
+        return;
+      }
+      case ActionKind::visit:
+        assignment("budget");
+        a.budget = number<std::uint32_t>("a number of buckets");
+        assignment("salt");
+        a.salt = number<std::uint64_t>("a number");
+        return;
+      default:
+        return;
+    }
+  }
+
+  std::string file_;
+  Scenario scenario_;
+  std::vector<Token> toks_;
+  std::size_t pos_ = 0;
+  int line_no_ = 0;
+  bool seen_step_ = false;
+  std::map<std::string, int> snapshots_;  // name -> line of its start
+  std::map<std::string, TaskState> tasks_;
+};
+
+}  // namespace
+
+std::optional<Scenario> parse_scenario(std::string_view text, const std::string& file,
+                                       ParseError* error) {
+  Parser parser(file);
+  int line_no = 0;
+  std::size_t start = 0;
+  try {
+    while (start <= text.size()) {
+      std::size_t end = text.find('\n', start);
+      if (end == std::string_view::npos) end = text.size();
+      ++line_no;
+      const std::string_view line = text.substr(start, end - start);
+      if (line.find('\0') != std::string_view::npos) {
+        throw Failure{static_cast<int>(line.find('\0')) + 1, "expected text, found a NUL byte"};
+      }
+      parser.line(line, line_no);
+      start = end + 1;
+    }
+  } catch (const Failure& f) {
+    if (error != nullptr) *error = ParseError{file, parser.line_no(), f.column, f.message};
+    return std::nullopt;
+  }
+  return parser.finish();
+}
+
+}  // namespace cowstate::sim

@@ -1,0 +1,157 @@
+// The scenario printer: writes what the parser reads (parse(print(x)) == x), one step per
+// line, settings that differ from the defaults only.
+#include <sstream>
+#include <string>
+
+#include "cowstate/sim/scenario.h"
+
+namespace cowstate::sim {
+
+namespace {
+
+std::string key_text(const EntryKey& k) {
+  if (k.second == 0) return std::to_string(k.first);
+  return "(" + std::to_string(k.first) + "," + std::to_string(k.second) + ")";
+}
+
+std::string value_text(const StateValue& v) {
+  if (v.size() == 1) return std::to_string(v[0]);
+  std::string out = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
+std::string key_set_text(const std::set<EntryKey>& keys) {
+  std::string out = "{";
+  bool first = true;
+  for (const EntryKey& k : keys) {
+    out += (first ? "" : ", ") + key_text(k);
+    first = false;
+  }
+  return out + "}";
+}
+
+std::string keyed(const Action& a) {
+  std::string out = "k=" + std::to_string(a.entry.first);
+  if (a.entry.second != 0) out += " ns=" + std::to_string(a.entry.second);
+  return out;
+}
+
+const char* mutation_name(Mutation m) {
+  switch (m) {
+    case Mutation::append:
+      return "append";
+    case Mutation::overwrite:
+      return "overwrite";
+    case Mutation::pop:
+      return "pop";
+  }
+  return "?";
+}
+
+std::string config_text(const ScenarioConfig& c) {
+  const ScenarioConfig d;
+  std::string out;
+  auto add = [&out](const std::string& kv) { out += " " + kv; };
+  if (c.initial_capacity != d.initial_capacity)
+    add("capacity=" + std::to_string(c.initial_capacity));
+  if (c.min_capacity != d.min_capacity) add("min_capacity=" + std::to_string(c.min_capacity));
+  if (c.max_capacity != d.max_capacity) add("max_capacity=" + std::to_string(c.max_capacity));
+  if (c.identity_hash != d.identity_hash) add("hash=identity");
+  if (c.fixed_schedule != d.fixed_schedule) add("schedule=free");
+  if (c.seed != d.seed) add("seed=" + std::to_string(c.seed));
+  if (c.strategy != d.strategy) add("strategy=" + c.strategy);
+  if (c.pct_depth != d.pct_depth) add("pct_depth=" + std::to_string(c.pct_depth));
+  return out.empty() ? "" : "config" + out;
+}
+
+std::string expectation_text(const Expectation& e) {
+  switch (e.kind) {
+    case ExpectKind::image:
+      return "expect " + e.target + " = " + print_image(e.image);
+    case ExpectKind::copied:
+      if (e.copied_entries.empty() && e.copied_states.empty()) return "expect copied nothing";
+      return "expect copied entries=" + key_set_text(e.copied_entries) +
+             " states=" + key_set_text(e.copied_states);
+    case ExpectKind::versions:
+      return "expect versions map=" + std::to_string(e.a) + " h=" + std::to_string(e.b);
+    case ExpectKind::retired:
+      return "expect retired entries=" + std::to_string(e.a) + " states=" + std::to_string(e.b);
+    case ExpectKind::failure:
+      return "expect failure " + e.target;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string print_image(const ScenarioImage& image) {
+  std::string out = "{";
+  bool first = true;
+  for (const auto& [k, v] : image) {
+    out += (first ? "" : ", ") + key_text(k) + ":" + value_text(v);
+    first = false;
+  }
+  return out + "}";
+}
+
+std::string print_action(const StepLine& line) {
+  const Action& a = line.action;
+  std::string out = action_name(a.kind);
+  switch (a.kind) {
+    case ActionKind::put:
+    case ActionKind::put_and_get_old:
+      out += " " + keyed(a) + " v=" + value_text(a.value);
+      break;
+    case ActionKind::remove:
+    case ActionKind::remove_and_get_old:
+    case ActionKind::get:
+    case ActionKind::contains:
+      out += " " + keyed(a);
+      break;
+    case ActionKind::get_mutable:
+      out += " " + keyed(a) + " then " + mutation_name(a.mutation) + " " + std::to_string(a.x);
+      break;
+    case ActionKind::transform:
+      out += " " + keyed(a) + " append " + std::to_string(a.x);
+      break;
+    case ActionKind::snapshot:
+    case ActionKind::cancel:
+    case ActionKind::keep:
+    case ActionKind::release:
+      out += " " + a.snapshot;
+      break;
+    case ActionKind::visit:
+      out += " budget=" + std::to_string(a.budget) + " salt=" + std::to_string(a.salt);
+      break;
+    case ActionKind::step:
+      out += a.budget == 0 ? std::string(" all") : " " + std::to_string(a.budget);
+      break;
+    case ActionKind::resume:
+      break;
+  }
+  if (!line.pause.empty()) out += " pause at " + line.pause;
+  return out;
+}
+
+std::string print_scenario(const Scenario& s, const std::string& header) {
+  std::ostringstream out;
+  if (!header.empty()) {
+    std::istringstream in(header);
+    for (std::string l; std::getline(in, l);) out << (l.empty() ? "#" : "# " + l) << "\n";
+    out << "\n";
+  }
+  const std::string config = config_text(s.config);
+  if (!config.empty()) out << config << "\n";
+  if (!s.kills.empty()) out << "kills " << s.kills << "\n";
+  for (const ScenarioItem& item : s.items) {
+    if (const auto* step = std::get_if<StepLine>(&item)) {
+      out << step->task << ": " << print_action(*step) << "\n";
+    } else {
+      out << expectation_text(std::get<Expectation>(item)) << "\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace cowstate::sim

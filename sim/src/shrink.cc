@@ -1,0 +1,432 @@
+// Recorded runs to scenarios, and the scenario shrinker; see shrink.h.
+#include "cowstate/sim/shrink.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "cowstate/assert.h"
+#include "cowstate/sim/campaign.h"
+
+namespace cowstate::sim {
+
+RunResult run_scenario(const Scenario& scenario, bool keep_trace,
+                       std::function<void(const StepView&)> on_step) {
+  RunConfig config;
+  config.seed = scenario.config.seed;
+  config.scenario = &scenario;
+  config.keep_trace = keep_trace;
+  config.on_step = std::move(on_step);
+  std::unique_ptr<Strategy> strategy =
+      make_strategy(scenario.config.strategy, scenario.config.pct_depth,
+                    static_cast<std::uint32_t>(scenario.step_count()));
+  COWSTATE_ASSERT(strategy != nullptr, "REQUIRES", "the parser accepts known strategies only");
+  return run_once(config, *strategy);
+}
+
+Scenario to_scenario(const RunConfig& config, const RunResult& recorded) {
+  COWSTATE_ASSERT(recorded.tasks.size() > 0, "REQUIRES", "to_scenario needs a recorded run");
+  Scenario s;
+  if (config.scenario != nullptr) s.config = config.scenario->config;
+  s.config.initial_capacity = config.workload.initial_capacity;
+  s.config.min_capacity = config.workload.min_capacity;
+  s.config.max_capacity = config.workload.max_capacity;
+  s.config.identity_hash = config.workload.identity_hash;
+  if (config.scenario != nullptr) {
+    const ScenarioConfig& c = config.scenario->config;
+    s.config.initial_capacity = c.initial_capacity;
+    s.config.min_capacity = c.min_capacity;
+    s.config.max_capacity = c.max_capacity;
+    s.config.identity_hash = c.identity_hash;
+    s.kills = config.scenario->kills;
+  }
+  s.config.fixed_schedule = true;
+  for (const StepRecord& step : recorded.steps) {
+    const TaskRecord& task = recorded.tasks.at(step.task);
+    std::vector<StepLine> lines;
+    if (step.resumed) {
+      StepLine l;
+      l.task = task.name;
+      l.action.kind = ActionKind::resume;
+      lines.push_back(l);
+    }
+    for (std::uint32_t a = step.first_action; a < step.end_action; ++a) {
+      StepLine l;
+      l.task = task.name;
+      l.action = task.actions.at(a);
+      lines.push_back(l);
+    }
+    if (lines.empty()) continue;  // a task ending, or an idle releaser: nothing to say
+    lines.back().pause = step.paused_at;
+    for (StepLine& l : lines) s.items.emplace_back(std::move(l));
+  }
+  // Expectations that the original scenario states are kept, at the end (they are about
+  // the whole run; a fixed copy checks them after its last step).
+  if (config.scenario != nullptr) {
+    for (const ScenarioItem& item : config.scenario->items) {
+      const auto* e = std::get_if<Expectation>(&item);
+      if (e != nullptr && e->kind != ExpectKind::copied) s.items.emplace_back(*e);
+    }
+  }
+  return s;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A step line with the `continue` lines that finish it: the unit the shrinker deletes.
+struct Group {
+  std::vector<std::size_t> items;  // indices into Scenario::items
+};
+
+std::vector<Group> groups_of(const Scenario& s) {
+  std::vector<Group> out;
+  std::map<std::string, std::size_t> open;  // paused task -> its group
+  for (std::size_t i = 0; i < s.items.size(); ++i) {
+    const auto* line = std::get_if<StepLine>(&s.items[i]);
+    if (line == nullptr) continue;
+    if (line->action.kind == ActionKind::resume) {
+      auto it = open.find(line->task);
+      if (it != open.end()) out[it->second].items.push_back(i);
+      if (line->pause.empty() && it != open.end()) open.erase(it);
+      continue;
+    }
+    out.push_back(Group{{i}});
+    if (!line->pause.empty()) open[line->task] = out.size() - 1;
+  }
+  return out;
+}
+
+Scenario without(const Scenario& s, const std::set<std::size_t>& drop) {
+  Scenario out;
+  out.config = s.config;
+  out.kills = s.kills;
+  out.file = s.file;
+  for (std::size_t i = 0; i < s.items.size(); ++i) {
+    if (!drop.count(i)) out.items.push_back(s.items[i]);
+  }
+  return out;
+}
+
+// The rules the parser enforces, for candidates the shrinker builds: names used after
+// their snapshot starts, `continue` exactly after a paused step of the same task.
+bool well_formed(const Scenario& s) {
+  std::set<std::string> started;
+  std::map<std::string, bool> paused;
+  for (const ScenarioItem& item : s.items) {
+    if (const auto* e = std::get_if<Expectation>(&item)) {
+      if (e->kind == ExpectKind::image && e->target != "live" && !started.count(e->target)) {
+        return false;
+      }
+      continue;
+    }
+    const StepLine& l = std::get<StepLine>(item);
+    if (l.task != "writer" && l.task != "releaser" && !started.count(l.task)) return false;
+    const ActionKind k = l.action.kind;
+    if ((k == ActionKind::cancel || k == ActionKind::keep || k == ActionKind::release) &&
+        !started.count(l.action.snapshot)) {
+      return false;
+    }
+    if ((k == ActionKind::resume) != paused[l.task]) return false;
+    paused[l.task] = !l.pause.empty();
+    if (k == ActionKind::snapshot) {
+      if (started.count(l.action.snapshot)) return false;
+      started.insert(l.action.snapshot);
+    }
+  }
+  return true;
+}
+
+// How big a scenario is, for accepting only candidates that are smaller (so passes cannot
+// cycle): steps first, then preemptions, then data.
+std::uint64_t cost(const Scenario& s) {
+  auto mag = [](std::int64_t v) {
+    return v < 0 ? static_cast<std::uint64_t>(-(v + 1)) + 1 : static_cast<std::uint64_t>(v);
+  };
+  std::uint64_t steps = 0, pauses = 0, data = 0;
+  for (const ScenarioItem& item : s.items) {
+    const auto* l = std::get_if<StepLine>(&item);
+    if (l == nullptr) continue;
+    ++steps;
+    pauses += l->pause.empty() ? 0U : 1U;
+    const Action& a = l->action;
+    data +=
+        64 * a.value.size() + mag(a.x) + a.entry.first + mag(a.entry.second) + a.budget + a.salt +
+        static_cast<std::uint64_t>(a.mutation) +
+        (a.kind == ActionKind::put_and_get_old || a.kind == ActionKind::remove_and_get_old ? 1U : 0U);
+    for (std::int64_t v : a.value) data += mag(v);
+  }
+  return (steps << 40) + (pauses << 32) + std::min<std::uint64_t>(data, 0xffffffffu);
+}
+
+// The same scenario with its snapshots named s1, s2, ... in start order.
+Scenario renamed_snapshots(const Scenario& s) {
+  std::map<std::string, std::string> names;
+  for (const ScenarioItem& item : s.items) {
+    const auto* l = std::get_if<StepLine>(&item);
+    if (l != nullptr && l->action.kind == ActionKind::snapshot) {
+      names.emplace(l->action.snapshot, "s" + std::to_string(names.size() + 1));
+    }
+  }
+  Scenario out = s;
+  auto rename = [&names](std::string& name) {
+    auto it = names.find(name);
+    if (it != names.end()) name = it->second;
+  };
+  for (ScenarioItem& item : out.items) {
+    if (auto* l = std::get_if<StepLine>(&item)) {
+      rename(l->task);
+      rename(l->action.snapshot);
+    } else {
+      rename(std::get<Expectation>(item).target);
+    }
+  }
+  return out;
+}
+
+class Shrinker {
+ public:
+  Shrinker(Outcome outcome, std::string check, const ShrinkOptions& options)
+      : outcome_(outcome), check_(std::move(check)), options_(options), start_(Clock::now()) {}
+
+  bool out_of_budget() const {
+    return runs_ >= options_.max_runs ||
+           std::chrono::duration<double>(Clock::now() - start_).count() >= options_.max_seconds;
+  }
+
+  // Runs the candidate; true (and it becomes the best) when it fails the same way.
+  bool try_candidate(const Scenario& candidate) {
+    if (out_of_budget() || !well_formed(candidate) || cost(candidate) >= cost(best_)) return false;
+    ++runs_;
+    RunResult r = run_scenario(candidate);
+    if (r.outcome != outcome_ || r.check != check_) return false;
+    best_ = candidate;
+    best_result_ = std::move(r);
+    return true;
+  }
+
+  bool drop_snapshots() {
+    bool progress = false;
+    for (bool again = true; again && !out_of_budget();) {
+      again = false;
+      std::vector<std::string> names;
+      for (const ScenarioItem& item : best_.items) {
+        const auto* l = std::get_if<StepLine>(&item);
+        if (l != nullptr && l->action.kind == ActionKind::snapshot)
+          names.push_back(l->action.snapshot);
+      }
+      for (const std::string& name : names) {
+        std::set<std::size_t> drop;
+        for (std::size_t i = 0; i < best_.items.size(); ++i) {
+          const ScenarioItem& item = best_.items[i];
+          if (const auto* l = std::get_if<StepLine>(&item)) {
+            if (l->task == name || l->action.snapshot == name) drop.insert(i);
+          } else if (std::get<Expectation>(item).target == name) {
+            drop.insert(i);
+          }
+        }
+        if (try_candidate(without(best_, drop))) {
+          progress = again = true;
+          break;
+        }
+      }
+    }
+    return progress;
+  }
+
+  bool drop_groups() {
+    bool progress = false;
+    std::size_t chunk = std::max<std::size_t>(1, groups_of(best_).size() / 2);
+    while (!out_of_budget()) {
+      const std::vector<Group> groups = groups_of(best_);
+      bool removed = false;
+      // From the end: later steps depend on earlier ones more often than the reverse.
+      for (std::size_t end = groups.size(); end > 0 && !out_of_budget();) {
+        const std::size_t begin = end >= chunk ? end - chunk : 0;
+        std::set<std::size_t> drop;
+        for (std::size_t g = begin; g < end; ++g)
+          drop.insert(groups[g].items.begin(), groups[g].items.end());
+        if (try_candidate(without(best_, drop))) {
+          removed = progress = true;
+          break;
+        }
+        end = begin;
+      }
+      if (removed) continue;  // same chunk size on the smaller scenario
+      if (chunk == 1) break;
+      chunk /= 2;
+    }
+    return progress;
+  }
+
+  bool drop_pauses() {
+    bool progress = false;
+    for (bool again = true; again && !out_of_budget();) {
+      again = false;
+      for (const Group& g : groups_of(best_)) {
+        if (g.items.size() < 1) continue;
+        auto& first = std::get<StepLine>(best_.items[g.items[0]]);
+        if (first.pause.empty()) continue;
+        Scenario c = best_;
+        std::get<StepLine>(c.items[g.items[0]]).pause.clear();
+        std::set<std::size_t> drop(g.items.begin() + 1, g.items.end());
+        if (try_candidate(without(c, drop))) {
+          progress = again = true;
+          break;
+        }
+      }
+    }
+    return progress;
+  }
+
+  // Tries each simpler variant of each action; keeps what still fails.
+  bool simplify_data() {
+    bool progress = false;
+    for (std::size_t i = 0; i < best_.items.size() && !out_of_budget(); ++i) {
+      auto* line = std::get_if<StepLine>(&best_.items[i]);
+      if (line == nullptr) continue;
+      for (const Action& a : simpler(line->action)) {
+        Scenario c = best_;
+        std::get<StepLine>(c.items[i]).action = a;
+        if (try_candidate(c)) {
+          progress = true;
+          line = std::get_if<StepLine>(&best_.items[i]);
+        }
+      }
+    }
+    // Keys: rename every use of key K to a smaller unused one, all lines at once.
+    std::set<std::uint64_t> keys;
+    for (const ScenarioItem& item : best_.items) {
+      if (const auto* l = std::get_if<StepLine>(&item)) {
+        if (is_keyed(l->action.kind)) keys.insert(l->action.entry.first);
+      }
+    }
+    for (std::uint64_t k : std::vector<std::uint64_t>(keys.rbegin(), keys.rend())) {
+      for (std::uint64_t smaller = 0; smaller < k && !out_of_budget(); ++smaller) {
+        if (keys.count(smaller)) continue;
+        Scenario c = best_;
+        rename_key(c, k, smaller);
+        if (try_candidate(c)) {
+          keys.erase(k);
+          keys.insert(smaller);
+          progress = true;
+          break;
+        }
+      }
+    }
+    return progress;
+  }
+
+  ShrinkResult run(const Scenario& failing) {
+    ShrinkResult out;
+    out.steps_before = failing.step_count();
+    best_ = failing;
+    ++runs_;
+    best_result_ = run_scenario(failing);
+    out.reproduced = best_result_.outcome == outcome_ && best_result_.check == check_;
+    if (out.reproduced) {
+      for (bool progress = true; progress && !out_of_budget();) {
+        progress = drop_snapshots();
+        progress = drop_groups() || progress;
+        progress = drop_pauses() || progress;
+        progress = simplify_data() || progress;
+      }
+    }
+    // Renaming cannot change the run (names only label tasks); checked all the same.
+    const Scenario named = renamed_snapshots(best_);
+    ++runs_;
+    RunResult r = run_scenario(named);
+    if (r.outcome == best_result_.outcome && r.check == best_result_.check) {
+      best_ = named;
+      best_result_ = std::move(r);
+    }
+    out.scenario = best_;
+    out.result = best_result_;
+    out.runs = runs_;
+    out.steps_after = best_.step_count();
+    return out;
+  }
+
+ private:
+  static bool is_keyed(ActionKind k) {
+    return k == ActionKind::put || k == ActionKind::put_and_get_old || k == ActionKind::remove ||
+           k == ActionKind::remove_and_get_old || k == ActionKind::get ||
+           k == ActionKind::contains || k == ActionKind::get_mutable || k == ActionKind::transform;
+  }
+
+  static void rename_key(Scenario& s, std::uint64_t from, std::uint64_t to) {
+    for (ScenarioItem& item : s.items) {
+      if (auto* l = std::get_if<StepLine>(&item)) {
+        if (is_keyed(l->action.kind) && l->action.entry.first == from) l->action.entry.first = to;
+      } else {
+        Expectation& e = std::get<Expectation>(item);
+        ScenarioImage image;
+        for (auto& [k, v] : e.image) image[{k.first == from ? to : k.first, k.second}] = v;
+        e.image = std::move(image);
+      }
+    }
+  }
+
+  static std::vector<Action> simpler(const Action& a) {
+    std::vector<Action> out;
+    auto variant = [&out, &a](auto&& change) {
+      Action b = a;
+      change(b);
+      if (!(b == a)) out.push_back(std::move(b));
+    };
+    if (is_keyed(a.kind)) variant([](Action& b) { b.entry.second = 0; });
+    if (!a.value.empty()) {
+      variant([](Action& b) { b.value = {}; });
+      variant([](Action& b) { b.value.resize(1); });
+      variant([](Action& b) { b.value.pop_back(); });
+      variant([](Action& b) {
+        for (auto& x : b.value) x = 0;
+      });
+      variant([](Action& b) {
+        for (std::size_t i = 0; i < b.value.size(); ++i)
+          b.value[i] = static_cast<std::int64_t>(i + 1);
+      });
+    }
+    if (a.kind == ActionKind::get_mutable) {
+      variant([](Action& b) { b.mutation = Mutation::append; });
+    }
+    if (a.x != 0) variant([](Action& b) { b.x = 0; });
+    if (a.kind == ActionKind::step) variant([](Action& b) { b.budget = 0; });
+    if (a.kind == ActionKind::visit) {
+      variant([](Action& b) { b.budget = 1; });
+      variant([](Action& b) { b.salt = 0; });
+    }
+    if (a.kind == ActionKind::put_and_get_old) variant([](Action& b) { b.kind = ActionKind::put; });
+    if (a.kind == ActionKind::remove_and_get_old) {
+      variant([](Action& b) { b.kind = ActionKind::remove; });
+    }
+    return out;
+  }
+
+  Outcome outcome_;
+  std::string check_;
+  ShrinkOptions options_;
+  Clock::time_point start_;
+  std::uint64_t runs_ = 0;
+  Scenario best_;
+  RunResult best_result_;
+};
+
+}  // namespace
+
+ShrinkResult shrink(const Scenario& failing, Outcome outcome, const std::string& check,
+                    const ShrinkOptions& options) {
+  return Shrinker(outcome, check, options).run(failing);
+}
+
+ShrinkResult shrink_run(const RunConfig& config, Strategy& strategy, const ShrinkOptions& options) {
+  RunConfig recording = config;
+  recording.record = true;
+  const RunResult recorded = run_once(recording, strategy);
+  const Scenario scenario = to_scenario(config, recorded);
+  return shrink(scenario, recorded.outcome, recorded.check, options);
+}
+
+}  // namespace cowstate::sim
