@@ -808,8 +808,7 @@ void Simulation::releaser_body(Task& self) {
             release(*r, "releaser");
           }
           break;
-        case ActionKind::keep:
-          trace("releaser keeps " + r->name);
+        case ActionKind::keep:  // a decision that changes nothing (generated runs trace none)
           break;
         default:
           invalid(self, "the releaser cannot run this action");

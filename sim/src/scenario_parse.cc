@@ -276,10 +276,6 @@ class Parser {
              "pct_depth)");
       }
     }
-    if (c.min_capacity > c.max_capacity) {
-      fail(toks_[0], "min_capacity <= max_capacity",
-           std::to_string(c.min_capacity) + " > " + std::to_string(c.max_capacity));
-    }
   }
 
   std::uint32_t positive(const std::string& what) {
@@ -631,7 +627,7 @@ std::optional<Scenario> parse_scenario(std::string_view text, const std::string&
       start = end + 1;
     }
   } catch (const Failure& f) {
-    if (error != nullptr) *error = ParseError{file, parser.line_no(), f.column, f.message};
+    if (error != nullptr) *error = ParseError{file, line_no, f.column, f.message};
     return std::nullopt;
   }
   return parser.finish();

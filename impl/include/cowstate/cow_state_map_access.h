@@ -107,6 +107,12 @@ struct CowStateMapAccess {
     return s.heads_.size();
   }
 
+  // The bucket heads a snapshot copied at its start (pool slots, 0 = empty bucket).
+  template <class Snapshot>
+  static std::vector<std::uint32_t> snapshot_heads(const Snapshot& s) {
+    return std::vector<std::uint32_t>(s.heads_.begin(), s.heads_.end());
+  }
+
   // Pool slots a snapshot reaches through its heads and chains; stops after `limit` slots
   // so a corrupted chain cannot loop forever.
   template <class Snapshot>

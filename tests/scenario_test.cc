@@ -1,0 +1,403 @@
+// Scenario files: the parser's errors, the printer (parse(print(x)) == x as a RapidCheck
+// property), fixed and free schedules, expectations, recorded runs replayed as scenarios,
+// and the shrinker.
+#include "cowstate/sim/scenario.h"
+
+#include <rapidcheck.h>
+#include <rapidcheck/catch.h>
+
+#include <catch2/catch.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "cowstate/sim/campaign.h"
+#include "cowstate/sim/run.h"
+#include "cowstate/sim/shrink.h"
+
+using namespace cowstate::sim;
+
+// RapidCheck prints counterexamples through showValue: a scenario shows as its file text.
+namespace cowstate::sim {
+void showValue(const Scenario& s, std::ostream& os) { os << "\n" << print_scenario(s); }
+}  // namespace cowstate::sim
+
+namespace {
+
+Scenario parse_ok(const std::string& text) {
+  ParseError error;
+  auto s = parse_scenario(text, "t.scenario", &error);
+  INFO(error.to_string());
+  REQUIRE(s.has_value());
+  return *s;
+}
+
+std::string parse_error(const std::string& text) {
+  ParseError error;
+  auto s = parse_scenario(text, "t.scenario", &error);
+  REQUIRE_FALSE(s.has_value());
+  return error.to_string();
+}
+
+const char* kChainPrefix = R"(# A write after a snapshot start must copy the chain prefix.
+config capacity=4 hash=identity
+writer: put k=1 v=10 ; put k=5 v=50     # same bucket
+writer: snapshot s1
+writer: put k=1 v=11
+expect copied entries={1, 5} states={1}
+s1: step 2
+expect s1 = {1:10, 5:50}
+expect live = {1:11, 5:50}
+)";
+
+}  // namespace
+
+TEST_CASE("the issue's example parses into steps and expectations in file order",
+          "[sim][scenario]") {
+  const Scenario s = parse_ok(kChainPrefix);
+  CHECK(s.config.initial_capacity == 4);
+  CHECK(s.config.identity_hash);
+  CHECK(s.config.fixed_schedule);
+  REQUIRE(s.items.size() == 8);
+  const auto& first = std::get<StepLine>(s.items[0]);
+  CHECK(first.task == "writer");
+  CHECK(first.action.kind == ActionKind::put);
+  CHECK(first.action.entry == EntryKey{1, 0});
+  CHECK(first.action.value == StateValue{10});
+  CHECK(first.line == 3);
+  const auto& second = std::get<StepLine>(s.items[1]);  // after the ';'
+  CHECK(second.line == 3);
+  CHECK(second.action.entry == EntryKey{5, 0});
+  const auto& copied = std::get<Expectation>(s.items[4]);
+  CHECK(copied.kind == ExpectKind::copied);
+  CHECK(copied.copied_entries == std::set<EntryKey>{{1, 0}, {5, 0}});
+  CHECK(copied.copied_states == std::set<EntryKey>{{1, 0}});
+  const auto& image = std::get<Expectation>(s.items[6]);
+  CHECK(image.target == "s1");
+  CHECK(image.image == ScenarioImage{{{1, 0}, {10}}, {{5, 0}, {50}}});
+  CHECK(s.step_count() == 5);
+}
+
+TEST_CASE("parse errors name file, line and column, what was expected and what was found",
+          "[sim][scenario]") {
+  CHECK(parse_error("writer: put k=1 w=10\n") == "t.scenario:1:17: expected 'v=', found 'w'");
+  CHECK(parse_error("writer: put k=1 v=[1,2\n") ==
+        "t.scenario:1:23: expected ']', found end of line");
+  CHECK(parse_error("config capacity=4\nwriter: put k=1 v=1\ns2: step 1\n") ==
+        "t.scenario:3:1: expected a task: writer, releaser, or a snapshot started above (none "
+        "yet), found 's2'");
+  CHECK(parse_error("writer: put k=99999999999999999999 v=1\n") ==
+        "t.scenario:1:15: expected a key (a number) in range [0, 18446744073709551615], found "
+        "number 99999999999999999999");
+  CHECK(parse_error("writer: put k=1 v=1\nconfig capacity=2\n") ==
+        "t.scenario:2:1: expected config before the first step, found 'config' after a step");
+  CHECK(parse_error("writer: snapshot s1\nwriter: snapshot s1\n") ==
+        "t.scenario:2:18: expected a new snapshot name, found 's1', started at line 1");
+  CHECK(parse_error("writer: put k=1 v=1 pause at map.nowhere\n")
+            .find("t.scenario:1:30: expected a yield point (map.copy_chain_prefix") == 0);
+  CHECK(parse_error("writer: put k=1 v=1 pause at map.insert_new\nwriter: get k=1\n") ==
+        "t.scenario:2:9: expected 'continue' (writer paused at line 1), found 'get'");
+  CHECK(parse_error("writer: continue\n") ==
+        "t.scenario:1:1: expected 'continue' only after a step that paused, found writer is not "
+        "paused");
+  CHECK(parse_error("config schedule=free\nwriter: put k=1 v=1 pause at map.insert_new\n")
+            .find("t.scenario:2:21: expected no `pause at` in a free schedule") == 0);
+  CHECK(parse_error("expect s9 = {}\n") ==
+        "t.scenario:1:8: expected 'live' or a snapshot started above (none yet), found 's9'");
+  CHECK(parse_error("writer: put k=1 v=1 $\n") == "t.scenario:1:21: unexpected character '$'");
+  CHECK(parse_error(std::string("writer: get k=1\0\n", 17)) ==
+        "t.scenario:1:16: expected text, found a NUL byte");
+  CHECK(parse_error("writer put k=1 v=1\n") == "t.scenario:1:8: expected ':', found 'put'");
+}
+
+namespace {
+
+// A generator of well-formed scenarios: any settings, snapshots started before use,
+// `continue` exactly after paused steps (fixed schedules), expectations of every kind.
+rc::Gen<Scenario> gen_scenario() {
+  return rc::gen::exec([] {
+    Scenario s;
+    s.config.initial_capacity = *rc::gen::inRange<std::uint32_t>(1, 64);
+    s.config.min_capacity = *rc::gen::inRange<std::uint32_t>(1, 16);
+    s.config.max_capacity = *rc::gen::inRange<std::uint32_t>(16, 1u << 20);
+    s.config.identity_hash = *rc::gen::arbitrary<bool>();
+    s.config.fixed_schedule = *rc::gen::arbitrary<bool>();
+    s.config.seed = *rc::gen::arbitrary<std::uint64_t>();
+    s.config.strategy = *rc::gen::element<std::string>("random", "pct");
+    s.config.pct_depth = *rc::gen::inRange<std::uint32_t>(1, 8);
+    if (*rc::gen::arbitrary<bool>()) s.kills = "skip_chain_prefix_copy";
+    std::vector<std::string> snapshots;
+    std::set<std::string> paused;
+    auto key = [] {
+      return EntryKey{*rc::gen::arbitrary<std::uint64_t>(), *rc::gen::arbitrary<std::int32_t>()};
+    };
+    auto value = [] {
+      return *rc::gen::container<StateValue>(*rc::gen::inRange<std::size_t>(0, 4),
+                                             rc::gen::arbitrary<std::int64_t>());
+    };
+    const std::size_t n = *rc::gen::inRange<std::size_t>(0, 30);
+    for (std::size_t i = 0; i < n; ++i) {
+      const int what = *rc::gen::inRange(0, 10);
+      if (what == 0) {  // an expectation
+        Expectation e;
+        std::vector<ExpectKind> kinds = {ExpectKind::image, ExpectKind::versions,
+                                         ExpectKind::retired, ExpectKind::failure};
+        if (s.config.fixed_schedule) kinds.push_back(ExpectKind::copied);  // fixed only
+        e.kind = *rc::gen::elementOf(kinds);
+        switch (e.kind) {
+          case ExpectKind::image:
+            e.target = snapshots.empty() || *rc::gen::arbitrary<bool>()
+                           ? "live"
+                           : *rc::gen::elementOf(snapshots);
+            for (int j = *rc::gen::inRange(0, 4); j > 0; --j) e.image[key()] = value();
+            break;
+          case ExpectKind::copied:
+            for (int j = *rc::gen::inRange(0, 3); j > 0; --j) e.copied_entries.insert(key());
+            for (int j = *rc::gen::inRange(0, 3); j > 0; --j) e.copied_states.insert(key());
+            break;
+          case ExpectKind::versions:
+          case ExpectKind::retired:
+            e.a = *rc::gen::inRange<std::uint64_t>(0, 1u << 31);
+            e.b = *rc::gen::inRange<std::uint64_t>(0, 1u << 31);
+            break;
+          case ExpectKind::failure:
+            e.target = *rc::gen::element<std::string>("image", "I3", "restore");
+            break;
+        }
+        s.items.emplace_back(std::move(e));
+        continue;
+      }
+      StepLine l;
+      const int task = *rc::gen::inRange(0, 3);
+      const std::string name = task == 1 && !snapshots.empty()   ? *rc::gen::elementOf(snapshots)
+                               : task == 2 && !snapshots.empty() ? "releaser"
+                                                                 : "writer";
+      if (paused.count(name)) {  // a paused task's next line is `continue`
+        l.task = name;
+        l.action.kind = ActionKind::resume;
+        paused.erase(l.task);
+      } else if (task == 1 && !snapshots.empty()) {
+        l.task = name;
+        l.action.kind = ActionKind::step;
+        l.action.budget = *rc::gen::inRange<std::uint32_t>(0, 100);
+      } else if (task == 2 && !snapshots.empty()) {
+        l.task = "releaser";
+        l.action.kind =
+            *rc::gen::element(ActionKind::cancel, ActionKind::keep, ActionKind::release);
+        l.action.snapshot = *rc::gen::elementOf(snapshots);
+      } else {
+        l.task = "writer";
+        l.action.kind = static_cast<ActionKind>(*rc::gen::inRange(0, 10));
+        Action& a = l.action;
+        switch (a.kind) {
+          case ActionKind::put:
+          case ActionKind::put_and_get_old:
+            a.entry = key();
+            a.value = value();
+            break;
+          case ActionKind::get_mutable:
+            a.entry = key();
+            a.mutation = *rc::gen::element(Mutation::append, Mutation::overwrite, Mutation::pop);
+            a.x = *rc::gen::arbitrary<std::int64_t>();
+            break;
+          case ActionKind::transform:
+            a.entry = key();
+            a.x = *rc::gen::arbitrary<std::int64_t>();
+            break;
+          case ActionKind::snapshot:
+            a.snapshot = "s" + std::to_string(snapshots.size() + 1);
+            snapshots.push_back(a.snapshot);
+            break;
+          case ActionKind::visit:
+            a.budget = *rc::gen::arbitrary<std::uint32_t>();
+            a.salt = *rc::gen::arbitrary<std::uint64_t>();
+            break;
+          default:
+            a.entry = key();
+        }
+      }
+      const bool can_pause =
+          l.action.kind != ActionKind::snapshot && l.action.kind != ActionKind::cancel &&
+          l.action.kind != ActionKind::keep && l.action.kind != ActionKind::release;
+      if (s.config.fixed_schedule && can_pause && *rc::gen::inRange(0, 4) == 0) {
+        l.pause = *rc::gen::elementOf(yield_points());
+        paused.insert(l.task);
+      }
+      s.items.emplace_back(std::move(l));
+    }
+    return s;
+  });
+}
+
+}  // namespace
+
+TEST_CASE("printing any scenario and parsing it back gives the same scenario",
+          "[sim][scenario][property]") {
+  rc::prop("parse(print(x)) == x", [] {
+    const Scenario s = *gen_scenario();
+    const std::string text = print_scenario(s, "a header\nof two lines");
+    ParseError error;
+    auto back = parse_scenario(text, "printed", &error);
+    RC_LOG() << text << "\n" << error.to_string() << "\n";
+    RC_ASSERT(back.has_value());
+    RC_ASSERT(*back == s);
+  });
+}
+
+TEST_CASE("a fixed schedule pauses a put at a yield point and lets the serializer run inside it",
+          "[sim][scenario]") {
+  const Scenario s = parse_ok(R"(config capacity=4 hash=identity
+writer: put k=1 v=10 ; put k=5 v=50
+writer: snapshot s1
+writer: put k=9 v=90 pause at map.insert_new
+s1: step all
+writer: continue
+expect s1 = {1:10, 5:50}
+expect live = {1:10, 5:50, 9:90}
+expect versions map=1 h=0
+expect retired entries=0 states=0
+)");
+  const RunResult r = run_scenario(s, true);
+  INFO(r.message);
+  CHECK(r.outcome == Outcome::pass);
+  CHECK(r.stats.snapshots_checked == 1);
+  // The serializer's step ran between the writer's pause and its continuation.
+  std::vector<std::string> order;
+  for (const std::string& line : r.trace) {
+    if (line.find("yield map.insert_new") != std::string::npos && order.empty()) {
+      order.push_back("pause");
+    }
+    if (line.find("ser1 step all") != std::string::npos) order.push_back("step");
+  }
+  CHECK(order == std::vector<std::string>{"pause", "step"});
+}
+
+TEST_CASE("a wrong expectation fails with check `expect` and names its line", "[sim][scenario]") {
+  const Scenario s = parse_ok(kChainPrefix + std::string("expect live = {1:12}\n"));
+  const RunResult r = run_scenario(s);
+  CHECK(r.outcome == Outcome::failure);
+  CHECK(r.check == "expect");
+  CHECK(r.failed_line == 10);
+  CHECK(r.message.find("t.scenario:10: the live map is {1:11, 5:50}, expected {1:12}") == 0);
+}
+
+TEST_CASE("a step the scenario cannot run is invalid input naming its line", "[sim][scenario]") {
+  const RunResult never_paused =
+      run_scenario(parse_ok("writer: put k=1 v=1 pause at map.copy_chain_prefix\n"));
+  CHECK(never_paused.outcome == Outcome::invalid);
+  CHECK(exit_code(never_paused.outcome) == 2);
+  CHECK(never_paused.message ==
+        "t.scenario:1: writer's step ended without reaching yield point map.copy_chain_prefix");
+  const RunResult finished =
+      run_scenario(parse_ok("writer: snapshot s1\ns1: step all\ns1: step 1\n"));
+  CHECK(finished.outcome == Outcome::invalid);
+  CHECK(finished.failed_line == 3);
+}
+
+TEST_CASE("`expect failure` passes exactly when the run fails at that check", "[sim][scenario]") {
+  const std::string wrong = "writer: put k=1 v=1\nexpect live = {}\n";
+  CHECK(run_scenario(parse_ok(wrong + "expect failure expect\n")).outcome == Outcome::pass);
+  const RunResult other = run_scenario(parse_ok(wrong + "expect failure I3\n"));
+  CHECK(other.outcome == Outcome::failure);
+  CHECK(other.check == "expect");
+  const RunResult passed = run_scenario(parse_ok("writer: get k=1\nexpect failure image\n"));
+  CHECK(passed.outcome == Outcome::failure);
+  CHECK(passed.message.find("expected the run to fail check image, it passed") !=
+        std::string::npos);
+}
+
+TEST_CASE("a free schedule runs each task's lines in order under its strategy", "[sim][scenario]") {
+  const Scenario s = parse_ok(R"(config capacity=2 min_capacity=2 hash=identity schedule=free
+writer: put k=1 v=10 ; put k=3 v=30 ; put k=5 v=50
+writer: snapshot s1
+writer: put k=1 v=11
+writer: remove k=5
+s1: step 1
+releaser: cancel s1
+expect live = {1:11, 3:30}
+expect s1 = {1:10, 3:30, 5:50}
+)");
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    Scenario t = s;
+    t.config.seed = seed;
+    const RunResult r = run_scenario(t);
+    INFO("seed " << seed << ": " << r.message);
+    CHECK(r.outcome == Outcome::pass);
+  }
+}
+
+namespace {
+// The trace without the step numbers and without the first (header) line.
+std::vector<std::string> trace_body(const RunResult& r) {
+  std::vector<std::string> out;
+  for (std::size_t i = 1; i < r.trace.size(); ++i) {
+    out.push_back(r.trace[i].substr(r.trace[i].find(' ') + 1));
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("a recorded fuzz run written as a scenario replays the same trace",
+          "[sim][scenario][shrink]") {
+  for (const char* strategy : {"random", "pct"}) {
+    for (std::uint64_t seed = 1; seed <= 15; ++seed) {
+      CampaignOptions campaign;
+      campaign.seed = seed;
+      campaign.ops = 120;
+      campaign.strategy = strategy;
+      const CaseSpec spec = case_for_run(campaign, 0);
+      RunConfig config;
+      config.seed = spec.seed;
+      config.workload = spec.workload;
+      config.record = true;
+      config.keep_trace = true;
+      auto s = make_strategy(spec.strategy, spec.pct_depth, spec.workload.ops_max);
+      const RunResult recorded = run_once(config, *s);
+      REQUIRE(recorded.outcome == Outcome::pass);
+      const Scenario scenario = to_scenario(config, recorded);
+      // Through text and back, as a user would get it.
+      ParseError error;
+      auto parsed = parse_scenario(print_scenario(scenario), "recorded", &error);
+      INFO(strategy << " seed " << seed << ": " << error.to_string());
+      REQUIRE(parsed.has_value());
+      const RunResult replayed = run_scenario(*parsed, true);
+      INFO(replayed.message);
+      REQUIRE(replayed.outcome == Outcome::pass);
+      CHECK(replayed.stats.ops == recorded.stats.ops);
+      CHECK(replayed.stats.snapshots_checked == recorded.stats.snapshots_checked);
+      const std::vector<std::string> want = trace_body(recorded), got = trace_body(replayed);
+      std::size_t same = 0;
+      while (same < want.size() && same < got.size() && want[same] == got[same]) ++same;
+      INFO("traces agree for " << same << " lines; then recorded: "
+                               << (same < want.size() ? want[same] : "(end)")
+                               << " / replayed: " << (same < got.size() ? got[same] : "(end)"));
+      CHECK(got == want);
+    }
+  }
+}
+
+TEST_CASE("the shrinker reduces a failing scenario to the steps the failure needs",
+          "[sim][scenario][shrink]") {
+  // Forty operations, one snapshot, then a wrong claim about the versions: only the
+  // snapshot start matters for that claim.
+  std::string text = "config capacity=2 hash=identity\n";
+  for (int i = 0; i < 20; ++i) {
+    text += "writer: put k=" + std::to_string(i % 7) + " v=[" + std::to_string(i) + ",3]\n";
+    if (i == 10) text += "writer: snapshot s1\ns1: step 2\n";
+    text += "writer: remove k=" + std::to_string((i * 3) % 7) + "\n";
+  }
+  text += "expect versions map=0 h=0\n";
+  const Scenario s = parse_ok(text);
+  const RunResult first = run_scenario(s);
+  REQUIRE(first.outcome == Outcome::failure);
+  REQUIRE(first.check == "expect");
+  const ShrinkResult shrunk = shrink(s, first.outcome, first.check);
+  CHECK(shrunk.reproduced);
+  CHECK(shrunk.steps_before == 42);
+  CHECK(shrunk.steps_after == 1);
+  CHECK(print_scenario(shrunk.scenario) ==
+        "config capacity=2 hash=identity\nwriter: snapshot s1\nexpect versions map=0 h=0\n");
+  const RunResult again = run_scenario(shrunk.scenario);
+  CHECK(again.outcome == Outcome::failure);
+  CHECK(again.check == "expect");
+}
