@@ -5,6 +5,7 @@
 //   cowstate mutants   fuzzes every planted bug (mutants build) and reports time to kill
 //   cowstate run       runs scenario files (scenarios/, docs/scenario-format.md)
 //   cowstate explore   runs every interleaving of a scenario's tasks within bounds
+//   cowstate explain   narrates a scenario step by step (text, or one Graphviz graph per step)
 //
 // Every failure found by fuzz, explore or mutants is shrunk to a scenario file.
 //
@@ -31,6 +32,7 @@
 
 #include "cowstate/hooks.h"
 #include "cowstate/sim/campaign.h"
+#include "cowstate/sim/explain.h"
 #include "cowstate/sim/explore.h"
 #include "cowstate/sim/run.h"
 #include "cowstate/sim/scenario.h"
@@ -456,6 +458,31 @@ int cmd_explore(const std::string& file, const ExploreOptions& options, const st
   return result;
 }
 
+// Narrates one scenario: text on stdout, or one DOT file per step in out_dir (default
+// explain-<stem>/). Exits with the run's code.
+int cmd_explain(const std::string& file, const std::string& format, std::string out_dir) {
+  auto s = load_scenario(file, "cowstate explain");
+  if (!s) return kExitUsage;
+  const Explanation e = explain_scenario(*s);
+  if (format == "text") {
+    std::fputs(explain_text(e).c_str(), stdout);
+    return exit_code(e.result.outcome);
+  }
+  if (out_dir.empty()) out_dir = "explain-" + std::filesystem::path(file).stem().string();
+  const std::vector<std::string> graphs = explain_dot(e);
+  for (std::size_t i = 0; i < graphs.size(); ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "step-%03zu.dot", i + 1);
+    if (write_file(out_dir, name, graphs[i]).empty()) return kExitUsage;
+  }
+  std::printf("wrote %zu graphs to %s/ (render: dot -Tsvg -O %s/*.dot)\n", graphs.size(),
+              out_dir.c_str(), out_dir.c_str());
+  std::printf("outcome: %s (exit %d)%s%s\n", outcome_name(e.result.outcome),
+              exit_code(e.result.outcome), e.result.check.empty() ? "" : " at check ",
+              e.result.check.c_str());
+  return exit_code(e.result.outcome);
+}
+
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
 // The hand-minimized negative scenarios of a directory, by the mutant each `kills`.
 std::map<std::string, Scenario> negative_scenarios(const std::string& dir, bool* ok) {
@@ -692,6 +719,14 @@ int main(int argc, char** argv) {
   ex->add_option("--show", explore_show, "distinct failures to print and shrink")
       ->capture_default_str();
 
+  std::string explain_file, explain_format = "text", explain_out;
+  auto* xp = app.add_subcommand("explain", "narrate a scenario step by step, for learners");
+  xp->add_option("FILE", explain_file, "scenario file")->required()->check(CLI::ExistingFile);
+  xp->add_option("--format", explain_format, "text (stdout) or dot (one graph per step)")
+      ->check(CLI::IsMember({"text", "dot"}))
+      ->capture_default_str();
+  xp->add_option("--out", explain_out, "directory for dot files (default explain-<stem>/)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -714,6 +749,7 @@ int main(int argc, char** argv) {
     return cmd_explore(explore_file, explore_options, explore_mutant, explore_out, explore_shrink,
                        explore_show);
   }
+  if (*xp) return cmd_explain(explain_file, explain_format, explain_out);
   if (*m) {
     return cmd_mutants(per_mutant, mutant_ops, mutants_json, mutants_negative, mutants_out,
                        mutants_shrink);

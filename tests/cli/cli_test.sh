@@ -68,6 +68,22 @@ options=$(sed -E 's/.*"options":"([^"]*)".*/\1/' "$work/all.jsonl" | head -1)
 printf 'seed %s\nstrategy random\npct_depth 3\noptions %s\ntrace_hash %s\n' "$seed" "$options" "$hash" >"$work/ok.case"
 expect_exit 0 "trace hash $hash matches" -- "$cowstate" replay "$work/ok.case"
 
+# explain: narrates a scenario, exits with its run's code; dot writes one graph per step.
+printf 'config capacity=4 hash=identity\nwriter: put k=1 v=10 ; put k=5 v=50\nwriter: snapshot s1\nwriter: put k=1 v=11\n' >"$work/chain.scenario"
+expect_exit 0 "k5: copied because entry_version 0 < H=1 \(snapshot s1 may see it\)" -- "$cowstate" explain "$work/chain.scenario"
+expect_exit 0 "wrote 5 graphs to $work/dot/" -- "$cowstate" explain "$work/chain.scenario" --format dot --out "$work/dot"
+if [[ ! -f "$work/dot/step-005.dot" || -e "$work/dot/step-006.dot" ]]; then
+  echo "FAIL: explain --format dot did not write step-001.dot .. step-005.dot (4 lines, then s1 runs to its end)"
+  failures=$((failures + 1))
+else
+  passed=$((passed + 1))
+fi
+printf 'writer: put k=1 v=10\nexpect live = {1:11}\n' >"$work/wrong.scenario"
+expect_exit 1 "outcome: failure \(exit 1\)" -- "$cowstate" explain "$work/wrong.scenario"
+printf 'writer: put k=1 w=10\n' >"$work/e2.scenario"
+expect_exit 2 "e2.scenario:1:17: expected 'v=', found 'w'" -- "$cowstate" explain "$work/e2.scenario"
+expect_exit 2 "format" -- "$cowstate" explain "$work/chain.scenario" --format svg
+
 if "$cowstate" mutants --time-per-mutant 1 >/dev/null 2>&1; [[ $? -eq 2 ]]; then
   expect_exit 2 "this build has no mutants" -- "$cowstate" mutants --time-per-mutant 1
 fi
