@@ -403,13 +403,23 @@ Scenario freed(const Scenario& s) {
   out.config.fixed_schedule = false;
   out.kills = s.kills;
   out.file = s.file;
-  for (const ScenarioItem& item : s.items) {
+  // A fixed schedule's expectations hold where they stand; only those after its last step
+  // describe the end of every interleaving.
+  std::size_t last_step = 0;
+  for (std::size_t i = 0; i < s.items.size(); ++i) {
+    if (std::holds_alternative<StepLine>(s.items[i])) last_step = i;
+  }
+  for (std::size_t i = 0; i < s.items.size(); ++i) {
+    const ScenarioItem& item = s.items[i];
     if (const auto* l = std::get_if<StepLine>(&item)) {
       if (l->action.kind == ActionKind::resume) continue;
       StepLine copy = *l;
       copy.pause.clear();
+      // `release` needs its serializer between steps, which a free schedule cannot promise.
+      if (copy.action.kind == ActionKind::release) copy.action.kind = ActionKind::cancel;
       out.items.emplace_back(std::move(copy));
-    } else if (std::get<Expectation>(item).kind != ExpectKind::copied) {
+    } else if (std::get<Expectation>(item).kind != ExpectKind::copied &&
+               (!s.config.fixed_schedule || i > last_step)) {
       out.items.push_back(item);
     }
   }

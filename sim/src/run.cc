@@ -945,7 +945,7 @@ void Simulation::deep_checks() {
   const std::vector<bool> free = Access::free_slot_mask(*map_);
   for (auto& r : snapshots_) {
     if (r->released) continue;
-    const std::string name = "s" + std::to_string(r->number);
+    const std::string& name = r->name;
     for (std::uint32_t slot : Access::snapshot_slots(r->handle, Access::pool_slots(*map_) + 1)) {
       expect(slot >= free.size() || !free[slot], "I10",
              name + " reaches pool slot " + std::to_string(slot) + ", which was freed");

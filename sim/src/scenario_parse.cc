@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "cowstate/hooks.h"
 #include "cowstate/sim/scenario.h"
 
 namespace cowstate::sim {
@@ -167,6 +168,13 @@ class Parser {
       next();
       const Token name = want_word("a mutant name");
       if (!scenario_.kills.empty()) fail(name, "one `kills` per scenario", "a second one");
+      bool known = false;
+      std::string names;
+      for (const auto& m : mutants::kCatalog) {
+        known = known || name.text == m.name;
+        names += (names.empty() ? "" : ", ") + std::string(m.name);
+      }
+      if (!known) fail(name, "a mutant of the catalog (" + names + ")");
       scenario_.kills = name.text;
     } else if (first.text == "expect" && !is_task_line()) {
       next();
@@ -249,11 +257,11 @@ class Parser {
       const Token key = want_word("a setting (capacity=, hash=, schedule=, ...)");
       want_punct("=");
       if (key.text == "capacity" || key.text == "initial_capacity") {
-        c.initial_capacity = positive("a capacity (a positive number)");
+        c.initial_capacity = positive("a capacity (a positive number)", kAllocatedMax);
       } else if (key.text == "min_capacity") {
-        c.min_capacity = positive("a capacity (a positive number)");
+        c.min_capacity = positive("a capacity (a positive number)", kAllocatedMax);
       } else if (key.text == "max_capacity") {
-        c.max_capacity = positive("a capacity (a positive number)");
+        c.max_capacity = positive("a capacity (a positive number)", 1u << 30);
       } else if (key.text == "hash") {
         const Token v = want_word("'default' or 'identity'");
         if (v.text != "default" && v.text != "identity") fail(v, "'default' or 'identity'");
@@ -269,7 +277,7 @@ class Parser {
         if (v.text != "random" && v.text != "pct") fail(v, "'random' or 'pct'");
         c.strategy = v.text;
       } else if (key.text == "pct_depth") {
-        c.pct_depth = positive("a PCT depth (a positive number)");
+        c.pct_depth = positive("a PCT depth (a positive number)", 64);
       } else {
         fail(key,
              "a setting (capacity, min_capacity, max_capacity, hash, schedule, seed, strategy, "
@@ -278,10 +286,13 @@ class Parser {
     }
   }
 
-  std::uint32_t positive(const std::string& what) {
+  // Capacities a scenario allocates up front are bounded so bad input cannot exhaust memory.
+  static constexpr std::uint32_t kAllocatedMax = 1u << 20;
+
+  std::uint32_t positive(const std::string& what, std::uint32_t max) {
     const Token t = peek();
     const auto v = number<std::uint32_t>(what);
-    if (v == 0 || v > (1u << 30)) fail(t, what + " in [1, 2^30]", t.text);
+    if (v == 0 || v > max) fail(t, what + " in [1, " + std::to_string(max) + "]", t.text);
     return v;
   }
 
@@ -487,6 +498,12 @@ class Parser {
       } else if (v == "keep") {
         a.kind = ActionKind::keep;
       } else if (v == "release") {
+        if (!scenario_.config.fixed_schedule) {
+          fail(verb,
+               "'cancel' (a free schedule may run a release while the serializer is inside "
+               "a step)",
+               "'release'");
+        }
         a.kind = ActionKind::release;
       } else {
         fail(verb, "a releaser action (cancel, keep, release or continue)");

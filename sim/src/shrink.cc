@@ -2,6 +2,7 @@
 #include "cowstate/sim/shrink.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <map>
 #include <set>
@@ -155,10 +156,16 @@ std::uint64_t cost(const Scenario& s) {
     data +=
         64 * a.value.size() + mag(a.x) + a.entry.first + mag(a.entry.second) + a.budget + a.salt +
         static_cast<std::uint64_t>(a.mutation) +
-        (a.kind == ActionKind::put_and_get_old || a.kind == ActionKind::remove_and_get_old ? 1U : 0U);
+        (a.kind == ActionKind::put_and_get_old || a.kind == ActionKind::remove_and_get_old ? 1U
+                                                                                           : 0U);
     for (std::int64_t v : a.value) data += mag(v);
   }
-  return (steps << 40) + (pauses << 32) + std::min<std::uint64_t>(data, 0xffffffffu);
+  // A smaller table or the default hash is simpler (config weighs less than a step).
+  const ScenarioConfig& c = s.config;
+  const std::uint64_t config = std::bit_width(c.max_capacity) + std::bit_width(c.initial_capacity) +
+                               std::bit_width(c.min_capacity) + (c.identity_hash ? 1U : 0U);
+  return (steps << 40) + (pauses << 32) + (config << 26) +
+         std::min<std::uint64_t>(data, (std::uint64_t{1} << 26) - 1);
 }
 
 // The same scenario with its snapshots named s1, s2, ... in start order.
@@ -201,7 +208,7 @@ class Shrinker {
     if (out_of_budget() || !well_formed(candidate) || cost(candidate) >= cost(best_)) return false;
     ++runs_;
     RunResult r = run_scenario(candidate);
-    if (r.outcome != outcome_ || r.check != check_) return false;
+    if (!same_failure(r)) return false;
     best_ = candidate;
     best_result_ = std::move(r);
     return true;
@@ -319,6 +326,34 @@ class Shrinker {
     return progress;
   }
 
+  // Smaller tables and the default hash: fewer entries reach the same full or colliding
+  // state (a capacity bound is often why a case needs many steps).
+  bool simplify_config() {
+    bool progress = false;
+    auto attempt = [this, &progress](auto&& change) {
+      Scenario c = best_;
+      change(c.config);
+      if (!(c.config == best_.config) && try_candidate(c)) progress = true;
+    };
+    for (std::uint32_t cap = 1; cap < best_.config.max_capacity && cap <= (1u << 20); cap *= 2) {
+      const std::uint32_t before = best_.config.max_capacity;
+      attempt([cap](ScenarioConfig& c) {
+        c.max_capacity = cap;
+        c.min_capacity = std::min(c.min_capacity, cap);
+        c.initial_capacity = std::min(c.initial_capacity, cap);
+      });
+      if (best_.config.max_capacity != before) break;
+    }
+    for (std::uint32_t cap = 1; cap < best_.config.initial_capacity; cap *= 2) {
+      const std::uint32_t before = best_.config.initial_capacity;
+      attempt([cap](ScenarioConfig& c) { c.initial_capacity = cap; });
+      if (best_.config.initial_capacity != before) break;
+    }
+    attempt([](ScenarioConfig& c) { c.min_capacity = std::min<std::uint32_t>(c.min_capacity, 1); });
+    attempt([](ScenarioConfig& c) { c.identity_hash = false; });
+    return progress;
+  }
+
   ShrinkResult run(const Scenario& failing) {
     ShrinkResult out;
     out.steps_before = failing.step_count();
@@ -326,19 +361,22 @@ class Shrinker {
     ++runs_;
     best_result_ = run_scenario(failing);
     out.reproduced = best_result_.outcome == outcome_ && best_result_.check == check_;
-    if (out.reproduced) {
+    expect_line_ = best_result_.failed_line;
+    // An invalid scenario is bad input, not a bug: there is nothing to minimize.
+    if (out.reproduced && outcome_ != Outcome::invalid) {
       for (bool progress = true; progress && !out_of_budget();) {
         progress = drop_snapshots();
         progress = drop_groups() || progress;
         progress = drop_pauses() || progress;
         progress = simplify_data() || progress;
+        progress = simplify_config() || progress;
       }
     }
     // Renaming cannot change the run (names only label tasks); checked all the same.
     const Scenario named = renamed_snapshots(best_);
     ++runs_;
     RunResult r = run_scenario(named);
-    if (r.outcome == best_result_.outcome && r.check == best_result_.check) {
+    if (same_failure(r)) {
       best_ = named;
       best_result_ = std::move(r);
     }
@@ -350,6 +388,13 @@ class Shrinker {
   }
 
  private:
+  // The same outcome at the same check; a failed expectation must be the same one (items
+  // keep their source line through every edit).
+  bool same_failure(const RunResult& r) const {
+    if (r.outcome != outcome_ || r.check != check_) return false;
+    return check_ != "expect" || r.failed_line == expect_line_;
+  }
+
   static bool is_keyed(ActionKind k) {
     return k == ActionKind::put || k == ActionKind::put_and_get_old || k == ActionKind::remove ||
            k == ActionKind::remove_and_get_old || k == ActionKind::get ||
@@ -412,6 +457,7 @@ class Shrinker {
   std::uint64_t runs_ = 0;
   Scenario best_;
   RunResult best_result_;
+  int expect_line_ = 0;
 };
 
 }  // namespace

@@ -29,7 +29,6 @@ inline void yield(const char* point) {
   } while (0)
 #endif
 
-#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
 namespace cowstate::mutants {
 // The catalog of planted bugs. Exactly one (or none) is active at a time.
 enum class Mutant : std::uint8_t {
@@ -46,11 +45,6 @@ enum class Mutant : std::uint8_t {
   writer_drops_chain_tail,       // the snapshot writer drops the last entry of a chain
   reader_drops_last_entry,       // the reader drops the last entry of a map
 };
-inline Mutant& active() noexcept {
-  static Mutant m = Mutant::none;
-  return m;
-}
-
 struct MutantInfo {
   Mutant mutant;
   const char* name;
@@ -78,6 +72,16 @@ inline constexpr MutantInfo kCatalog[] = {
     {Mutant::reader_drops_last_entry, "reader_drops_last_entry",
      "the reader drops the last entry of a map"},
 };
+}  // namespace cowstate::mutants
+
+// Only the mutants build can switch a planted bug on; elsewhere the catalog is just names
+// (so scenario files can be checked for the mutant they name).
+#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
+namespace cowstate::mutants {
+inline Mutant& active() noexcept {
+  static Mutant m = Mutant::none;
+  return m;
+}
 }  // namespace cowstate::mutants
 #define COWSTATE_MUTANT(name) (::cowstate::mutants::active() == ::cowstate::mutants::Mutant::name)
 #else
