@@ -94,6 +94,16 @@ void print_failure(const FinishedRun& run, const std::string& case_file) {
   std::printf("  replay: %s\n", replay_command(run.spec, case_file).c_str());
 }
 
+// The planted bug switched on in this process ("" when none, or not a mutants build).
+std::string active_mutant_name() {
+#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
+  for (const auto& info : cowstate::mutants::kCatalog) {
+    if (info.mutant == cowstate::mutants::active()) return info.name;
+  }
+#endif
+  return "";
+}
+
 // Reads a whole file; nullopt (with a message on stderr) when it cannot.
 std::optional<std::string> read_file(const std::string& path, const char* who) {
   std::ifstream in(path, std::ios::binary);
@@ -137,6 +147,9 @@ ShrinkResult shrink_and_write(const Scenario& failing, const RunResult& failure,
   ShrinkOptions options;
   options.max_seconds = seconds;
   ShrinkResult shrunk = shrink(failing, failure.outcome, failure.check, options);
+  // Under a planted bug the scenario is a negative one: it names the mutant it kills.
+  const std::string mutant = active_mutant_name();
+  if (!mutant.empty()) shrunk.scenario.kills = mutant;
   if (!shrunk.reproduced) {
     std::printf(
         "  shrink: the recorded schedule did not reproduce the failure (%s); the "
@@ -148,8 +161,8 @@ ShrinkResult shrink_and_write(const Scenario& failing, const RunResult& failure,
       " at check " + failure.check + "\n          " + failure.message +
       "\nShrunk:   " + std::to_string(shrunk.steps_before) + " steps -> " +
       std::to_string(shrunk.steps_after) + " steps in " + std::to_string(shrunk.runs) +
-      " runs\nReplay:   cowstate run FILE (exits " + std::to_string(exit_code(failure.outcome)) +
-      ")";
+      " runs\nReplay:   cowstate run " + (mutant.empty() ? "" : "--mutant kills ") +
+      "FILE (exits " + std::to_string(exit_code(failure.outcome)) + ")";
   const std::string text = print_scenario(shrunk.scenario, header);
   const std::string path = out_dir.empty() ? "" : write_file(out_dir, name, text);
   if (!show) return shrunk;

@@ -146,10 +146,13 @@ std::uint64_t cost(const Scenario& s) {
   auto mag = [](std::int64_t v) {
     return v < 0 ? static_cast<std::uint64_t>(-(v + 1)) + 1 : static_cast<std::uint64_t>(v);
   };
-  std::uint64_t steps = 0, pauses = 0, data = 0;
+  std::uint64_t steps = 0, pauses = 0, data = 0, expectations = 0;
   for (const ScenarioItem& item : s.items) {
     const auto* l = std::get_if<StepLine>(&item);
-    if (l == nullptr) continue;
+    if (l == nullptr) {
+      ++expectations;
+      continue;
+    }
     ++steps;
     pauses += l->pause.empty() ? 0U : 1U;
     const Action& a = l->action;
@@ -164,8 +167,8 @@ std::uint64_t cost(const Scenario& s) {
   const ScenarioConfig& c = s.config;
   const std::uint64_t config = std::bit_width(c.max_capacity) + std::bit_width(c.initial_capacity) +
                                std::bit_width(c.min_capacity) + (c.identity_hash ? 1U : 0U);
-  return (steps << 40) + (pauses << 32) + (config << 26) +
-         std::min<std::uint64_t>(data, (std::uint64_t{1} << 26) - 1);
+  return (steps << 40) + (std::min<std::uint64_t>(expectations, 15) << 36) + (pauses << 32) +
+         (config << 26) + std::min<std::uint64_t>(data, (std::uint64_t{1} << 26) - 1);
 }
 
 // The same scenario with its snapshots named s1, s2, ... in start order.
@@ -364,6 +367,15 @@ class Shrinker {
     expect_line_ = best_result_.failed_line;
     // An invalid scenario is bad input, not a bug: there is nothing to minimize.
     if (out.reproduced && outcome_ != Outcome::invalid) {
+      // Expectations the failure does not need would only be read (and shrunk) in vain.
+      if (check_ != "expect") {
+        std::set<std::size_t> drop;
+        for (std::size_t i = 0; i < best_.items.size(); ++i) {
+          const auto* e = std::get_if<Expectation>(&best_.items[i]);
+          if (e != nullptr && e->kind != ExpectKind::failure) drop.insert(i);
+        }
+        if (!drop.empty()) try_candidate(without(best_, drop));
+      }
       for (bool progress = true; progress && !out_of_budget();) {
         progress = drop_snapshots();
         progress = drop_groups() || progress;
