@@ -12,28 +12,6 @@ namespace cowstate::detail {
 
 namespace {
 
-std::string hex64(std::uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%016" PRIx64, v);
-  return buf;
-}
-
-// Printable ASCII as is, everything else as \xNN, in double quotes.
-std::string quoted(std::span<const std::byte> bytes) {
-  std::string s = "\"";
-  for (std::byte b : bytes) {
-    const auto c = static_cast<unsigned char>(b);
-    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-      s += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(c));
-      s += buf;
-    }
-  }
-  return s + "\"";
-}
-
 Status check_serializer_id(ByteReader& r, const char* which, std::uint16_t expected) {
   const std::size_t at = r.offset();
   std::uint16_t found = 0;

@@ -23,8 +23,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <cinttypes>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <span>
 #include <string>
@@ -65,6 +67,29 @@ inline U load_le(const std::byte* p) noexcept {
   U v;
   std::memcpy(&v, p, sizeof(U));
   return byteswap_if_big(v);
+}
+
+// For error messages: a u64 as 0x + 16 hex digits (checksums).
+inline std::string hex64(std::uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%016" PRIx64, v);
+  return buf;
+}
+
+// For error messages: printable ASCII as is, everything else as \xNN, in double quotes.
+inline std::string quoted(std::span<const std::byte> bytes) {
+  std::string s = "\"";
+  for (std::byte b : bytes) {
+    const auto c = static_cast<unsigned char>(b);
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      s += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(c));
+      s += buf;
+    }
+  }
+  return s + "\"";
 }
 }  // namespace detail
 
@@ -113,6 +138,8 @@ class ByteWriter {
     COWSTATE_ASSERT(buf_.size() == size(), "REQUIRES", "ByteWriter::vector() without trim()");
     return buf_;
   }
+  // Forgets the written bytes but keeps the memory: the next append starts at offset 0.
+  void clear() noexcept { cur_ = buf_.data(); }
   // Moves the written bytes out (trimmed) and leaves the writer empty.
   std::vector<std::byte> take() {
     trim();

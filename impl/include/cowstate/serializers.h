@@ -19,6 +19,13 @@
 //   3   int32          std::int32_t               4, two's complement
 //   4   string         std::string                u32 length n, then n raw bytes
 //   5   vector<int64>  std::vector<std::int64_t>  u32 count n, then n x 8 bytes (int64)
+//   6   void           VoidNamespace              0 bytes (the namespace of un-windowed state)
+//   7   list           std::vector<E>             u32 count n, then n elements (ListSerializer<ES>)
+//   8   map            std::map<UK, UV>           u32 count n, then n (key, value) pairs in
+//                                                 ascending key order (MapSerializer<UKS, UVS>)
+//
+// The composite serializers (7, 8) record only their own id; files that use them record the
+// element serializers' ids next to it (docs/checkpoint-format.md).
 //
 // A length or count is checked against the bytes remaining BEFORE anything is allocated,
 // so a corrupt or hostile length field costs nothing.
@@ -28,7 +35,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <iterator>
 #include <limits>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -59,6 +69,7 @@ constexpr std::size_t serializer_min_size() noexcept {
 }
 
 struct Int64Serializer {
+  using value_type = std::int64_t;
   static constexpr std::uint16_t id = 1;
   static constexpr const char* name = "int64";
   static constexpr std::size_t fixed_size = 8;
@@ -68,6 +79,7 @@ struct Int64Serializer {
 };
 
 struct UInt64Serializer {
+  using value_type = std::uint64_t;
   static constexpr std::uint16_t id = 2;
   static constexpr const char* name = "uint64";
   static constexpr std::size_t fixed_size = 8;
@@ -77,6 +89,7 @@ struct UInt64Serializer {
 };
 
 struct Int32Serializer {
+  using value_type = std::int32_t;
   static constexpr std::uint16_t id = 3;
   static constexpr const char* name = "int32";
   static constexpr std::size_t fixed_size = 4;
@@ -86,6 +99,7 @@ struct Int32Serializer {
 };
 
 struct StringSerializer {
+  using value_type = std::string;
   static constexpr std::uint16_t id = 4;
   static constexpr const char* name = "string";
   static constexpr std::size_t fixed_size = 0;
@@ -115,6 +129,7 @@ struct StringSerializer {
 };
 
 struct VectorInt64Serializer {
+  using value_type = std::vector<std::int64_t>;
   static constexpr std::uint16_t id = 5;
   static constexpr const char* name = "vector<int64>";
   static constexpr std::size_t fixed_size = 0;
@@ -153,6 +168,111 @@ struct VectorInt64Serializer {
   }
 };
 
+// The namespace of state that is not scoped by a window: one value, serialized as nothing.
+struct VoidNamespace {
+  friend constexpr bool operator==(VoidNamespace, VoidNamespace) noexcept { return true; }
+  friend constexpr bool operator<(VoidNamespace, VoidNamespace) noexcept { return false; }
+};
+
+struct VoidNamespaceSerializer {
+  using value_type = VoidNamespace;
+  static constexpr std::uint16_t id = 6;
+  static constexpr const char* name = "void";
+  static constexpr std::size_t fixed_size = 0;  // 0 bytes, but always 0: see min_size
+  static constexpr std::size_t min_size = 0;
+  static void write(ByteWriter&, const VoidNamespace&) {}
+  static Status read(ByteReader&, VoidNamespace&) { return Status(); }
+};
+
+// std::vector<E> as u32 count + elements.
+// REQUIRES (static): elements take at least one byte, so a count is bounded by the input.
+template <class ES>
+struct ListSerializer {
+  using element_type = typename ES::value_type;
+  using value_type = std::vector<element_type>;
+  static constexpr std::uint16_t id = 7;
+  static constexpr const char* name = "list";
+  static constexpr std::size_t fixed_size = 0;
+  static constexpr std::size_t min_size = 4;
+  static constexpr std::size_t kElementMin = serializer_min_size<ES>();
+  static_assert(kElementMin > 0, "list elements must take at least one byte");
+
+  static void write(ByteWriter& w, const value_type& v) {
+    COWSTATE_ASSERT(v.size() <= std::numeric_limits<std::uint32_t>::max(), "REQUIRES",
+                    "list longer than 2^32-1 elements");
+    w.put_u32(static_cast<std::uint32_t>(v.size()));
+    for (const element_type& e : v) ES::write(w, e);
+  }
+  static Status read(ByteReader& r, value_type& v) {
+    const std::size_t at = r.offset();
+    std::uint32_t n = 0;
+    if (Status st = r.read_u32(n, "count of list"); !st.ok()) return st;
+    if (n > r.remaining() / kElementMin) {  // before allocating anything
+      Status err = r.length_error(at, "count of list", n, kElementMin);
+      r.seek(at);
+      return err;
+    }
+    v.clear();
+    v.reserve(n);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      element_type e{};
+      if (Status st = ES::read(r, e); !st.ok()) return st;
+      v.push_back(std::move(e));
+    }
+    return Status();
+  }
+};
+
+// std::map<UK, UV> as u32 count + (key, value) pairs in ascending key order. The reader
+// refuses keys that are not strictly ascending (a duplicate or reordered key is corruption).
+template <class UKS, class UVS>
+struct MapSerializer {
+  using key_type = typename UKS::value_type;
+  using mapped_type = typename UVS::value_type;
+  using value_type = std::map<key_type, mapped_type>;
+  static constexpr std::uint16_t id = 8;
+  static constexpr const char* name = "map";
+  static constexpr std::size_t fixed_size = 0;
+  static constexpr std::size_t min_size = 4;
+  static constexpr std::size_t kPairMin = serializer_min_size<UKS>() + serializer_min_size<UVS>();
+  static_assert(kPairMin > 0, "map entries must take at least one byte");
+
+  static void write(ByteWriter& w, const value_type& m) {
+    COWSTATE_ASSERT(m.size() <= std::numeric_limits<std::uint32_t>::max(), "REQUIRES",
+                    "map larger than 2^32-1 entries");
+    w.put_u32(static_cast<std::uint32_t>(m.size()));
+    for (const auto& [k, v] : m) {
+      UKS::write(w, k);
+      UVS::write(w, v);
+    }
+  }
+  static Status read(ByteReader& r, value_type& m) {
+    const std::size_t at = r.offset();
+    std::uint32_t n = 0;
+    if (Status st = r.read_u32(n, "count of map"); !st.ok()) return st;
+    if (n > r.remaining() / kPairMin) {
+      Status err = r.length_error(at, "count of map", n, kPairMin);
+      r.seek(at);
+      return err;
+    }
+    m.clear();
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const std::size_t key_at = r.offset();
+      key_type k{};
+      mapped_type v{};
+      if (Status st = UKS::read(r, k); !st.ok()) return st;
+      if (Status st = UVS::read(r, v); !st.ok()) return st;
+      if (!m.empty() && !(std::prev(m.end())->first < k)) {
+        return r.error_at(key_at, "expected map keys in strictly ascending order, found key " +
+                                      std::to_string(i + 1) + " of " + std::to_string(n) +
+                                      " not above its predecessor");
+      }
+      m.emplace_hint(m.end(), std::move(k), std::move(v));
+    }
+    return Status();
+  }
+};
+
 // The name of a built-in serializer id, or "unknown" (for messages about foreign files).
 inline const char* serializer_name(std::uint16_t id) noexcept {
   switch (id) {
@@ -166,6 +286,12 @@ inline const char* serializer_name(std::uint16_t id) noexcept {
       return StringSerializer::name;
     case VectorInt64Serializer::id:
       return VectorInt64Serializer::name;
+    case VoidNamespaceSerializer::id:
+      return VoidNamespaceSerializer::name;
+    case 7:
+      return "list";
+    case 8:
+      return "map";
     default:
       return "unknown";
   }
@@ -176,5 +302,15 @@ static_assert(Serializer<UInt64Serializer, std::uint64_t>);
 static_assert(Serializer<Int32Serializer, std::int32_t>);
 static_assert(Serializer<StringSerializer, std::string>);
 static_assert(Serializer<VectorInt64Serializer, std::vector<std::int64_t>>);
+static_assert(Serializer<VoidNamespaceSerializer, VoidNamespace>);
+static_assert(Serializer<ListSerializer<Int64Serializer>, std::vector<std::int64_t>>);
+static_assert(Serializer<MapSerializer<StringSerializer, Int64Serializer>,
+                         std::map<std::string, std::int64_t>>);
 
 }  // namespace cowstate
+
+// VoidNamespace is a map namespace: the map's DefaultHash hashes it through std::hash.
+template <>
+struct std::hash<cowstate::VoidNamespace> {
+  std::size_t operator()(cowstate::VoidNamespace) const noexcept { return 0; }
+};

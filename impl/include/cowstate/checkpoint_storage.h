@@ -1,0 +1,210 @@
+// CheckpointStorage: checkpoints in a directory of a real file system, published so that a
+// crash at any moment leaves the previous complete checkpoint restorable and never a
+// partial one that looks complete.
+//
+// Layout of the directory
+// -----------------------
+//   chk-<id>.cscp       the checkpoint file (checkpoint.h), id as 20 decimal digits
+//   chk-<id>.manifest   its manifest: the one thing that makes checkpoint <id> complete
+//   *.tmp               a file being written; never read, removed on open()
+// The manifest (format in docs/checkpoint-format.md) names the checkpoint id, the data
+// file's size and its XXH3-64, and has its own checksum.
+//
+// Publishing (PendingCheckpoint::commit)
+// ---------------------------------------
+//   1. the data was appended to chk-<id>.cscp.tmp; fsync it, close it
+//   2. rename it to chk-<id>.cscp; fsync the directory
+//   3. write chk-<id>.manifest.tmp, fsync, close; rename to chk-<id>.manifest; fsync the
+//      directory: from here on the checkpoint is complete
+//   4. prune: for each complete checkpoint beyond the newest `retain`, remove its manifest
+//      (so it is no longer complete), then its data file
+// A crash before the manifest's rename leaves at most a data file without a manifest (an
+// orphan), which is never taken for complete and is removed by the next open(). A crash in
+// the middle of pruning leaves an older checkpoint complete or an orphan, both harmless.
+// fsync before each rename makes the order hold across power loss, not only process death.
+//
+// Finding checkpoints
+// -------------------
+// complete_checkpoints() lists ids that have a manifest whose checksum is valid; read(id)
+// returns the data file after checking its size and XXH3 against the manifest, so a torn or
+// bit-rotten file is an error naming it rather than a restore of wrong data.
+//
+// I/O layer
+// ---------
+// All file system access goes through a FileSystem (an interface): posix_file_system() for
+// real files, and FaultInjectionFileSystem wrapping another to fail one chosen mutating
+// operation (create, append, sync, close, rename, remove, directory sync), so tests and the
+// simulator can put an I/O error at any write of a checkpoint.
+//
+// Thread safety
+// -------------
+// A CheckpointStorage and its PendingCheckpoints are used by one thread at a time (the
+// async checkpoint thread, typically). One process writes a directory at a time.
+//
+// Invariants (docs/invariants.md)
+//  C5  A manifest is renamed into place only after its data file was fsynced, renamed into
+//      place and the directory fsynced; only a checkpoint with a manifest is complete.
+//  C6  A PendingCheckpoint is committed or aborted once; an aborted or failed one leaves
+//      no file under a final name.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cowstate/checkpoint.h"
+#include "cowstate/checksum.h"
+#include "cowstate/status.h"
+
+namespace cowstate {
+
+// A file open for appending.
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  virtual Status append(std::span<const std::byte> bytes) = 0;
+  virtual Status sync() = 0;
+  // Closes the file; later calls are errors. The destructor closes an open file silently.
+  virtual Status close() = 0;
+};
+
+// The file system operations checkpoint storage needs. Paths are plain strings.
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+  // Creates (or truncates) `path` for writing.
+  virtual Result<std::unique_ptr<WritableFile>> create_file(const std::string& path) = 0;
+  virtual Result<std::vector<std::byte>> read_file(const std::string& path) = 0;
+  // Atomically replaces `to` with `from`.
+  virtual Status rename_file(const std::string& from, const std::string& to) = 0;
+  virtual Status remove_file(const std::string& path) = 0;
+  virtual Status sync_dir(const std::string& dir) = 0;
+  // Creates `dir` (one level) if it does not exist.
+  virtual Status create_dir(const std::string& dir) = 0;
+  // Names (not paths) of the entries of `dir`, sorted.
+  virtual Result<std::vector<std::string>> list_dir(const std::string& dir) = 0;
+};
+
+// The process-wide POSIX file system.
+FileSystem& posix_file_system();
+
+// Wraps a FileSystem and fails one chosen mutating operation with an injected I/O error.
+// Mutating operations (create, append, sync, close, rename, remove, directory sync and
+// creation) are numbered from 1 in the order they happen; reads and listings are not
+// counted and never fail.
+class FaultInjectionFileSystem final : public FileSystem {
+ public:
+  explicit FaultInjectionFileSystem(FileSystem& base) : base_(&base) {}
+
+  // The `n`-th mutating operation from now fails (0: none).
+  void fail_at(std::uint64_t n) noexcept { fail_at_ = n == 0 ? 0 : operations_ + n; }
+  // Mutating operations so far.
+  std::uint64_t operations() const noexcept { return operations_; }
+  // Whether the chosen failure happened.
+  bool injected() const noexcept { return injected_; }
+
+  Result<std::unique_ptr<WritableFile>> create_file(const std::string& path) override;
+  Result<std::vector<std::byte>> read_file(const std::string& path) override {
+    return base_->read_file(path);
+  }
+  Status rename_file(const std::string& from, const std::string& to) override;
+  Status remove_file(const std::string& path) override;
+  Status sync_dir(const std::string& dir) override;
+  Status create_dir(const std::string& dir) override;
+  Result<std::vector<std::string>> list_dir(const std::string& dir) override {
+    return base_->list_dir(dir);
+  }
+
+  // Counts one mutating operation; the injected error if it is the chosen one.
+  Status tick(const char* op, const std::string& path);
+
+ private:
+  FileSystem* base_;
+  std::uint64_t operations_ = 0;
+  std::uint64_t fail_at_ = 0;
+  bool injected_ = false;
+};
+
+struct StorageOptions {
+  // Complete checkpoints kept; older ones are removed after each commit. At least 1.
+  std::size_t retain = 3;
+};
+
+class CheckpointStorage;
+
+// A checkpoint being written: a CheckpointSink into a temporary file. commit() publishes
+// it; abort() (or destruction without commit) removes the temporary file.
+class PendingCheckpoint final : public CheckpointSink {
+ public:
+  ~PendingCheckpoint() override;
+  PendingCheckpoint(const PendingCheckpoint&) = delete;
+  PendingCheckpoint& operator=(const PendingCheckpoint&) = delete;
+
+  std::uint64_t id() const noexcept { return id_; }
+  Status append(std::span<const std::byte> bytes) override;
+  // Publishes the checkpoint (steps 1-4 above). On error nothing is published (C6) and the
+  // previous complete checkpoint stays the latest. REQUIRES: neither committed nor aborted.
+  Status commit();
+  // Removes the temporary file (best effort). Idempotent.
+  void abort() noexcept;
+
+ private:
+  friend class CheckpointStorage;
+  PendingCheckpoint(CheckpointStorage* storage, std::uint64_t id,
+                    std::unique_ptr<WritableFile> file);
+
+  CheckpointStorage* storage_;
+  std::uint64_t id_;
+  std::unique_ptr<WritableFile> file_;
+  Checksum64Stream checksum_;
+  std::uint64_t size_ = 0;
+  bool finished_ = false;  // committed or aborted
+  bool failed_ = false;    // an append failed: commit() is refused
+};
+
+class CheckpointStorage {
+ public:
+  // Opens (creating it if needed) the checkpoint directory `dir`, and removes temporaries
+  // and orphaned data files left by a crash.
+  static Result<std::unique_ptr<CheckpointStorage>> open(std::string dir,
+                                                         FileSystem& fs = posix_file_system(),
+                                                         StorageOptions options = {});
+
+  const std::string& dir() const noexcept { return dir_; }
+  // Starts checkpoint `id`. REQUIRES: id > 0. An error if `id` is not above every complete
+  // checkpoint (ids only grow) or the temporary file cannot be created.
+  Result<std::unique_ptr<PendingCheckpoint>> begin(std::uint64_t id);
+  // Ids of the complete checkpoints, ascending.
+  Result<std::vector<std::uint64_t>> complete_checkpoints();
+  // The newest complete checkpoint, or nullopt when there is none.
+  Result<std::optional<std::uint64_t>> latest();
+  // The data of complete checkpoint `id`, checked against its manifest.
+  Result<std::vector<std::byte>> read(std::uint64_t id);
+  // Paths of checkpoint `id`'s data file and manifest.
+  std::string data_path(std::uint64_t id) const;
+  std::string manifest_path(std::uint64_t id) const;
+
+ private:
+  friend class PendingCheckpoint;
+  CheckpointStorage(std::string dir, FileSystem& fs, StorageOptions options)
+      : dir_(std::move(dir)), fs_(&fs), options_(options) {}
+  Status clean();
+  Status publish(PendingCheckpoint& p);
+  Status prune();
+  struct Manifest {
+    std::uint64_t id;
+    std::uint64_t size;
+    std::uint64_t checksum;
+  };
+  Result<Manifest> read_manifest(std::uint64_t id);
+
+  std::string dir_;
+  FileSystem* fs_;
+  StorageOptions options_;
+};
+
+}  // namespace cowstate

@@ -1,0 +1,378 @@
+// StateTable: one registered state of a keyed backend, as one CowStateMap per key group of
+// the backend's KeyGroupRange (Flink's CopyOnWriteStateTable).
+//
+// Layout
+// ------
+// maps_[g - range.start] holds the (key, namespace) -> state entries of key group g, so a
+// snapshot, a checkpoint block and a rescale all work key group by key group. Maps are
+// created with the table and never replaced while the table is in use; restore builds a
+// fresh table (make_empty) and the backend swaps it in only when the whole restore worked.
+//
+// Type erasure
+// ------------
+// A backend holds states of different key/namespace/state types. StateTableBase is what the
+// checkpoint machinery needs without knowing them: the state's metadata, a snapshot of one
+// key group as a KeyGroupStateSnapshot (which writes its own entries into a byte buffer in
+// bounded steps), and decoding of entries into a fresh table. StateTable<KS, NS, SS, KH> is
+// the typed table the state handles (keyed_state_backend.h) use directly. Virtual calls
+// happen per step or per key group, never per entry.
+//
+// Entries in a checkpoint block are key, namespace, state, each in its serializer's layout
+// (serializers.h); docs/checkpoint-format.md has the whole file.
+//
+// Errors
+// ------
+// A key group outside the range is a programmer error when the table is asked for its map
+// (B1): the backend computes key groups itself and refuses a current key outside its range
+// with a Status (set_current_key), so only a bug reaches the table with one. Decoding
+// returns a Status for every malformed input, including a key that does not hash to the
+// key group it was stored under (the file was written with another key hash, or is corrupt).
+//
+// Thread safety
+// -------------
+// One writer thread calls everything except the KeyGroupStateSnapshot members, which the
+// async checkpoint writer calls on its own thread (one thread at a time per snapshot), and
+// release(), which is idempotent and callable from any thread (the map snapshot's release).
+//
+// Invariants (docs/invariants.md)
+//  B1  A table is asked only for maps of key groups in its range.
+//  B2  A KeyGroupStateSnapshot writes exactly size() entries before done(); a released one
+//      is never written again.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cowstate/assert.h"
+#include "cowstate/bytes.h"
+#include "cowstate/cow_state_map.h"
+#include "cowstate/hooks.h"
+#include "cowstate/key_groups.h"
+#include "cowstate/serializers.h"
+#include "cowstate/status.h"
+
+namespace cowstate {
+
+// The kinds of keyed state (Flink's StateDescriptor.Type). Stored in checkpoints: never
+// renumber.
+enum class StateKind : std::uint8_t { value = 1, list = 2, map = 3, reducing = 4, aggregating = 5 };
+
+inline const char* state_kind_name(StateKind k) noexcept {
+  switch (k) {
+    case StateKind::value:
+      return "value";
+    case StateKind::list:
+      return "list";
+    case StateKind::map:
+      return "map";
+    case StateKind::reducing:
+      return "reducing";
+    case StateKind::aggregating:
+      return "aggregating";
+  }
+  return "unknown";
+}
+
+// Time-to-live configuration of a state (Flink's StateTtlConfig). Recorded in state
+// metadata and checkpoints now; the semantics (values wrapped with a last-access time,
+// expiry, cleanup) come with TTL support. The numbering of the enums is stored: never
+// renumber.
+struct TtlConfig {
+  enum class UpdateType : std::uint8_t { on_create_and_write = 0, on_read_and_write = 1 };
+  enum class Visibility : std::uint8_t {
+    never_return_expired = 0,
+    return_expired_if_not_cleaned_up = 1
+  };
+  std::uint64_t ttl_ms = 0;
+  UpdateType update_type = UpdateType::on_create_and_write;
+  Visibility visibility = Visibility::never_return_expired;
+  friend bool operator==(const TtlConfig&, const TtlConfig&) = default;
+};
+
+// Per-state options at registration.
+struct StateOptions {
+  std::optional<TtlConfig> ttl;
+};
+
+// What a checkpoint records about a state. Identity is the name; the serializer ids say
+// how its bytes read back (0 = not used by this kind).
+struct StateMetaInfo {
+  std::string name;
+  StateKind kind = StateKind::value;
+  std::uint16_t namespace_serializer = 0;
+  std::uint16_t state_serializer = 0;
+  std::uint16_t element_serializer = 0;  // list element, or map user key
+  std::uint16_t value_serializer = 0;    // map user value
+  std::optional<TtlConfig> ttl;
+  friend bool operator==(const StateMetaInfo&, const StateMetaInfo&) = default;
+};
+
+namespace detail {
+// Element serializer ids of a state serializer, as recorded in StateMetaInfo.
+template <class SS>
+struct ElementSerializerIds {
+  static constexpr std::uint16_t element = 0;
+  static constexpr std::uint16_t value = 0;
+};
+template <class ES>
+struct ElementSerializerIds<ListSerializer<ES>> {
+  static constexpr std::uint16_t element = ES::id;
+  static constexpr std::uint16_t value = 0;
+};
+template <class UKS, class UVS>
+struct ElementSerializerIds<MapSerializer<UKS, UVS>> {
+  static constexpr std::uint16_t element = UKS::id;
+  static constexpr std::uint16_t value = UVS::id;
+};
+
+// Bytes per value when a serializer's size never varies (0 for VoidNamespace), else
+// SIZE_MAX.
+template <class S>
+constexpr std::size_t fixed_width() noexcept {
+  if constexpr (S::fixed_size > 0) {
+    return S::fixed_size;
+  } else if constexpr (serializer_min_size<S>() == 0) {
+    return 0;  // a serializer that writes nothing (VoidNamespaceSerializer)
+  } else {
+    return std::numeric_limits<std::size_t>::max();
+  }
+}
+}  // namespace detail
+
+// One state's frozen entries in one key group, written in bounded steps. Owns the map
+// snapshot; releasing it (explicitly, or by destruction) lets the map free what only the
+// snapshot still needed.
+class KeyGroupStateSnapshot {
+ public:
+  virtual ~KeyGroupStateSnapshot() = default;
+  // Entries in the frozen view.
+  virtual std::size_t size() const noexcept = 0;
+  // Appends at most `max_entries` entries to `out`; returns how many it wrote.
+  // REQUIRES: !released().
+  virtual std::size_t write(ByteWriter& out, std::size_t max_entries) = 0;
+  // All size() entries were written.
+  virtual bool done() const noexcept = 0;
+  // Idempotent; any thread.
+  virtual void release() noexcept = 0;
+  virtual bool released() const noexcept = 0;
+};
+
+// A state's table, without its types.
+class StateTableBase {
+ public:
+  StateTableBase(StateMetaInfo meta, KeyGroupRange range, std::int32_t max_parallelism)
+      : meta_(std::move(meta)), range_(range), max_parallelism_(max_parallelism) {
+    COWSTATE_ASSERT(max_parallelism >= 1 && max_parallelism <= kUpperBoundMaxParallelism, "K1",
+                    "max parallelism out of [1, 32768]");
+    COWSTATE_ASSERT(range.empty() || range.end() < max_parallelism, "K2",
+                    "key group range beyond max parallelism");
+  }
+  virtual ~StateTableBase() = default;
+  StateTableBase(const StateTableBase&) = delete;
+  StateTableBase& operator=(const StateTableBase&) = delete;
+
+  const StateMetaInfo& meta() const noexcept { return meta_; }
+  KeyGroupRange range() const noexcept { return range_; }
+  std::int32_t max_parallelism() const noexcept { return max_parallelism_; }
+
+  // Entries over all key groups.
+  virtual std::size_t size() const noexcept = 0;
+  // Entries in key group `key_group`. REQUIRES: range().contains(key_group) (B1).
+  virtual std::size_t size(std::int32_t key_group) const = 0;
+  // Starts a snapshot of one key group's map; nullptr when it is empty (nothing to
+  // protect, nothing to write). Writer thread. REQUIRES: B1.
+  virtual std::unique_ptr<KeyGroupStateSnapshot> snapshot_key_group(std::int32_t key_group) = 0;
+  // A table of the same types and metadata, with empty maps for `range`.
+  virtual std::unique_ptr<StateTableBase> make_empty(KeyGroupRange range) const = 0;
+  // Decodes `count` entries of key group `key_group` from `r` into this table. Every
+  // malformed value, a key of another key group and a duplicate (key, namespace) are
+  // errors. REQUIRES: B1; the key group's map is empty.
+  virtual Status read_entries(ByteReader& r, std::int32_t key_group, std::uint64_t count) = 0;
+  // Fewest bytes one entry takes (bounds a count before anything is allocated).
+  virtual std::size_t min_entry_size() const noexcept = 0;
+  // A live map snapshot exists in some key group (the highest required version is not 0).
+  virtual bool has_live_snapshot() const noexcept = 0;
+  // Deep check of every map (CowStateMap::check_invariants).
+  virtual bool check_invariants(std::string* why = nullptr) const = 0;
+
+ private:
+  StateMetaInfo meta_;
+  KeyGroupRange range_;
+  std::int32_t max_parallelism_;
+};
+
+template <class KS, class NS, class SS, class KH = KeyHash<typename KS::value_type>>
+class StateTable final : public StateTableBase {
+ public:
+  using K = typename KS::value_type;
+  using N = typename NS::value_type;
+  using S = typename SS::value_type;
+  using Map = CowStateMap<K, N, S>;
+  static_assert(Serializer<KS, K> && Serializer<NS, N> && Serializer<SS, S>);
+
+  StateTable(StateMetaInfo meta, KeyGroupRange range, std::int32_t max_parallelism,
+             MapOptions options)
+      : StateTableBase(std::move(meta), range, max_parallelism), options_(options) {
+    maps_.reserve(static_cast<std::size_t>(range.size()));
+    for (std::int32_t i = 0; i < range.size(); ++i) maps_.push_back(std::make_unique<Map>(options));
+    COWSTATE_ASSERT(maps_.size() == static_cast<std::size_t>(range.size()), "B1",
+                    "one map per key group");
+  }
+
+  // The map of key group `key_group`. Writer thread. REQUIRES: B1.
+  Map& map(std::int32_t key_group) { return *maps_[index_of(key_group)]; }
+  const Map& map(std::int32_t key_group) const { return *maps_[index_of(key_group)]; }
+
+  std::size_t size() const noexcept override {
+    std::size_t n = 0;
+    for (const auto& m : maps_) n += m->size();
+    return n;
+  }
+  std::size_t size(std::int32_t key_group) const override { return map(key_group).size(); }
+
+  std::unique_ptr<KeyGroupStateSnapshot> snapshot_key_group(std::int32_t key_group) override;
+  std::unique_ptr<StateTableBase> make_empty(KeyGroupRange range) const override {
+    return std::make_unique<StateTable>(meta(), range, max_parallelism(), options_);
+  }
+  Status read_entries(ByteReader& r, std::int32_t key_group, std::uint64_t count) override;
+  std::size_t min_entry_size() const noexcept override { return kMinEntry; }
+  bool has_live_snapshot() const noexcept override {
+    return std::any_of(maps_.begin(), maps_.end(),
+                       [](const auto& m) { return m->highest_required_version() != 0; });
+  }
+  bool check_invariants(std::string* why = nullptr) const override {
+    return std::all_of(maps_.begin(), maps_.end(),
+                       [why](const auto& m) { return m->check_invariants(why); });
+  }
+
+ private:
+  static constexpr std::size_t kMinEntry =
+      serializer_min_size<KS>() + serializer_min_size<NS>() + serializer_min_size<SS>();
+  static constexpr std::size_t kKeyWidth = detail::fixed_width<KS>();
+  static constexpr std::size_t kNsWidth = detail::fixed_width<NS>();
+  static constexpr std::size_t kStateWidth = detail::fixed_width<SS>();
+  static constexpr bool kFixed = kKeyWidth != std::numeric_limits<std::size_t>::max() &&
+                                 kNsWidth != std::numeric_limits<std::size_t>::max() &&
+                                 kStateWidth != std::numeric_limits<std::size_t>::max();
+  class Snapshot;
+
+  std::size_t index_of(std::int32_t key_group) const {
+    COWSTATE_ASSERT(range().contains(key_group), "B1", "key group outside the table's range");
+    const auto i = static_cast<std::size_t>(key_group - range().start());
+    COWSTATE_ASSERT(i < maps_.size(), "B1", "key group index beyond the maps");
+    return i;
+  }
+
+  // Set at construction.
+  MapOptions options_;
+  // Writer thread only (the maps themselves say what snapshots may touch).
+  std::vector<std::unique_ptr<Map>> maps_;
+};
+
+// The typed snapshot of one map: the map snapshot plus a Scan that resumes across steps.
+template <class KS, class NS, class SS, class KH>
+class StateTable<KS, NS, SS, KH>::Snapshot final : public KeyGroupStateSnapshot {
+ public:
+  explicit Snapshot(typename Map::Snapshot snap) : snap_(std::move(snap)) {
+    COWSTATE_ASSERT(snap_.valid(), "B2", "snapshotting into a released map snapshot");
+  }
+  std::size_t size() const noexcept override { return snap_.size(); }
+  bool done() const noexcept override { return written_ == snap_.size(); }
+  void release() noexcept override { snap_.release(); }
+  bool released() const noexcept override { return snap_.released(); }
+
+  std::size_t write(ByteWriter& out, std::size_t max_entries) override {
+    COWSTATE_ASSERT(!snap_.released(), "B2", "writing a released key-group snapshot");
+    if (!started_) {  // the scan's bitmap is built on first use, on the writing thread
+      scan_ = snap_.scan();
+      started_ = true;
+    }
+    const std::size_t budget = std::min(max_entries, snap_.size() - written_);
+    if constexpr (kFixed) out.ensure(budget * (kKeyWidth + kNsWidth + kStateWidth));
+    std::size_t n = 0;
+    for (; n < budget && !scan_.done(); ++n) {
+      const auto e = scan_.get();
+      KS::write(out, e.key);
+      NS::write(out, e.ns);
+      SS::write(out, e.state);
+      scan_.next();
+    }
+    written_ += n;
+    COWSTATE_ASSERT(written_ <= snap_.size(), "B2", "more entries written than the snapshot holds");
+    COWSTATE_ASSERT(written_ < snap_.size() || scan_.done(), "B2",
+                    "the scan has entries beyond the snapshot's size");
+    return n;
+  }
+
+ private:
+  typename Map::Snapshot snap_;
+  typename Map::Snapshot::Scan scan_;
+  std::size_t written_ = 0;
+  bool started_ = false;
+};
+
+template <class KS, class NS, class SS, class KH>
+std::unique_ptr<KeyGroupStateSnapshot> StateTable<KS, NS, SS, KH>::snapshot_key_group(
+    std::int32_t key_group) {
+  Map& m = map(key_group);
+  if (m.empty()) return nullptr;
+  auto s = std::make_unique<Snapshot>(m.snapshot());
+  COWSTATE_ASSERT(s->size() == m.size(), "B2", "snapshot size differs from the map's");
+  return s;
+}
+
+template <class KS, class NS, class SS, class KH>
+Status StateTable<KS, NS, SS, KH>::read_entries(ByteReader& r, std::int32_t key_group,
+                                                std::uint64_t count) {
+  const std::size_t i = index_of(key_group);
+  COWSTATE_ASSERT(maps_[i]->empty(), "B1", "decoding into a non-empty key group map");
+  if (kMinEntry > 0 && count > r.remaining() / kMinEntry) {
+    return r.error_at(r.offset(), "expected at most " + std::to_string(r.remaining() / kMinEntry) +
+                                      " entries of state \"" + meta().name + "\" in the " +
+                                      std::to_string(r.remaining()) +
+                                      " bytes left, found a count of " + std::to_string(count));
+  }
+  MapOptions options = options_;
+  const std::uint64_t want = count * 4 / 3 + 1;  // count <= input size, no overflow
+  options.initial_capacity = static_cast<std::uint32_t>(
+      std::clamp<std::uint64_t>(want, options.min_capacity, options.max_capacity));
+  auto fresh = std::make_unique<Map>(options);
+  K key{};
+  N ns{};
+  for (std::uint64_t e = 0; e < count; ++e) {
+    const std::size_t at = r.offset();
+    S state{};
+    r.set_field("key");
+    if (Status st = KS::read(r, key); !st.ok()) return st;
+    r.set_field("namespace");
+    if (Status st = NS::read(r, ns); !st.ok()) return st;
+    r.set_field("state");
+    if (Status st = SS::read(r, state); !st.ok()) return st;
+    r.set_field(nullptr);
+    const std::int32_t g = key_group_for_hash(KH{}(key), max_parallelism());
+    if (g != key_group) {
+      return r.error_at(at, "expected a key of key group " + std::to_string(key_group) +
+                                " (state \"" + meta().name + "\"), found one of key group " +
+                                std::to_string(g) +
+                                ": written with another key hash or max parallelism, or corrupt");
+    }
+    const std::size_t before = fresh->size();
+    fresh->put(key, ns, std::move(state));
+    if (fresh->size() == before) {
+      return r.error_at(at, "expected a (key, namespace) not seen before in state \"" +
+                                meta().name + "\", found a duplicate");
+    }
+  }
+  COWSTATE_ASSERT(fresh->size() == count, "B2", "decoded map size differs from the count");
+  maps_[i] = std::move(fresh);
+  return Status();
+}
+
+}  // namespace cowstate
