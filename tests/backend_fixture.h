@@ -124,7 +124,6 @@ auto image_of(Handle& h) {
   const KeyGroupRange r = table.range();
   for (std::int32_t g = r.start(); g <= r.end(); ++g) {
     table.map(g).for_each([&](const auto& k, const auto& ns, const auto& s) {
-      REQUIRE(table.max_parallelism() > 0);
       out.emplace(std::make_pair(k, ns), s);
     });
   }
@@ -172,6 +171,18 @@ inline Bytes write_checkpoint(Backend& b, std::uint64_t id, std::size_t step = 1
   }
   REQUIRE(w.done());
   return sink.take();
+}
+
+// What a fresh backend of `range` holds after restoring `file` (which must restore).
+inline Image restore_image(const Bytes& file, KeyGroupRange range = KeyGroupRange::all(128)) {
+  Backend r(range);
+  States rs(r);
+  const cowstate::CheckpointInput in{"checkpoint", file};
+  const cowstate::Status st = r.restore({&in, 1});
+  INFO(st.message());
+  REQUIRE(st.ok());
+  REQUIRE(r.check_invariants());
+  return image(rs);
 }
 
 // A fresh directory under the system's temporary directory, removed on destruction.
