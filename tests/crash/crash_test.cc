@@ -3,12 +3,14 @@
 // checkpoint (above all the latest) must restore exactly the contents the child derived
 // from its id, and no partial checkpoint may be complete.
 //
-//   cowstate_crash_test [--kills N] [--seeds a,b,...] [--max-delay-us U]
+//   cowstate_crash_test [--kills N] [--seeds a,b,...] [--first-cycle-us U]
 //       the parent: N kills spread over the seeds (one directory per seed); exit 0 iff
 //       every check held
 //   cowstate_crash_test child DIR FD
 //       the child: continues after the latest complete checkpoint in DIR, forever; writes
-//       one byte to FD once its storage is open (so delays do not depend on start-up time)
+//       one byte to FD once its storage is open and one after each commit, so the parent
+//       places kills by the child's progress, not by wall time (which a loaded machine
+//       stretches unpredictably)
 //
 // The contents of checkpoint `id` are a pure function of `id` (contents()), so the parent
 // recomputes what the child recorded without talking to it. Kill delays come from a
@@ -50,7 +52,7 @@ struct Contents {
 // What checkpoint `id` holds: a few hundred keys whose states depend on id.
 Contents contents(std::uint64_t id) {
   Contents c;
-  const std::uint64_t n = 300 + (id * 37) % 700;
+  const std::uint64_t n = 100 + (id * 37) % 400;
   for (std::uint64_t k = 0; k < n; ++k) {
     c.values[k] = static_cast<std::int64_t>(id * 1000003 + k);
     if (k % 3 == 0) c.lists[k] = {static_cast<std::int64_t>(id), static_cast<std::int64_t>(k)};
@@ -95,7 +97,6 @@ int run_child(const std::string& dir, int ready_fd) {
   if (!latest.ok()) die("child: " + latest.status().message());
   const char ready = 'r';
   if (::write(ready_fd, &ready, 1) != 1) die("child: cannot signal readiness");
-  ::close(ready_fd);
   for (std::uint64_t id = latest->value_or(0) + 1;; ++id) {
     Backend b(cowstate::KeyGroupRange::all(128));
     States s(b);
@@ -114,6 +115,8 @@ int run_child(const std::string& dir, int ready_fd) {
     }
     if (w.failed()) die("child: " + w.status().message());
     if (cowstate::Status st = (*pending)->commit(); !st.ok()) die("child: " + st.message());
+    const char committed = 'c';
+    if (::write(ready_fd, &committed, 1) != 1) die("child: cannot signal a commit");
   }
 }
 
@@ -186,7 +189,7 @@ std::vector<std::uint64_t> parse_list(const std::string& s) {
   return out;
 }
 
-int run_parent(int kills, const std::vector<std::uint64_t>& seeds, std::uint64_t max_delay_us) {
+int run_parent(int kills, const std::vector<std::uint64_t>& seeds, std::uint64_t first_cycle_us) {
   const auto start = std::chrono::steady_clock::now();
   Totals t;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
@@ -197,6 +200,7 @@ int run_parent(int kills, const std::vector<std::uint64_t>& seeds, std::uint64_t
     const std::string dir = tmpl;
     std::uint64_t rng = seed;
     std::uint64_t latest = 0;
+    std::uint64_t cycle_us = first_cycle_us;  // a checkpoint's duration, measured as we go
     const int per_seed = kills / static_cast<int>(seeds.size()) +
                          (static_cast<int>(si) < kills % static_cast<int>(seeds.size()) ? 1 : 0);
     for (int k = 0; k < per_seed; ++k) {
@@ -212,15 +216,26 @@ int run_parent(int kills, const std::vector<std::uint64_t>& seeds, std::uint64_t
         std::_Exit(127);
       }
       ::close(ready[1]);
-      // One kill in eight lands at once (start-up, cleanup of what the last kill left); the
-      // others a random time into writing checkpoints.
+      // One kill in eight lands at once (start-up, cleanup of what the last kill left). The
+      // others wait for 0 or 1 commit, then a random part of a checkpoint's duration (as
+      // measured so far), so they land anywhere in the write-fsync-rename-manifest cycle.
       const std::uint64_t r = splitmix64(rng);
       if (r % 8 == 0) {
         std::this_thread::sleep_for(std::chrono::microseconds(r % 2000));
       } else {
         char byte = 0;
         if (::read(ready[0], &byte, 1) != 1) die("the child died before it was ready");
-        std::this_thread::sleep_for(std::chrono::microseconds(r % max_delay_us));
+        const std::uint64_t commits = (r >> 8) % 2;
+        auto last = std::chrono::steady_clock::now();
+        for (std::uint64_t c = 0; c < commits; ++c) {
+          if (::read(ready[0], &byte, 1) != 1) die("the child died while writing checkpoints");
+          const auto now = std::chrono::steady_clock::now();
+          const auto us = std::chrono::duration_cast<std::chrono::microseconds>(now - last);
+          cycle_us = (cycle_us * 3 + static_cast<std::uint64_t>(us.count())) / 4;
+          last = now;
+        }
+        std::this_thread::sleep_for(
+            std::chrono::microseconds((r >> 16) % (cycle_us + cycle_us / 4 + 1)));
       }
       ::close(ready[0]);
       ::kill(pid, SIGKILL);
@@ -257,19 +272,19 @@ int main(int argc, char** argv) {
     return run_child(argv[2], std::atoi(argv[3]));
   int kills = 200;
   std::vector<std::uint64_t> seeds = {1, 2, 3, 4};
-  std::uint64_t max_delay_us = 20000;
+  std::uint64_t first_cycle_us = 5000;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--kills") {
       kills = std::atoi(argv[i + 1]);
     } else if (flag == "--seeds") {
       seeds = parse_list(argv[i + 1]);
-    } else if (flag == "--max-delay-us") {
-      max_delay_us = std::strtoull(argv[i + 1], nullptr, 10);
+    } else if (flag == "--first-cycle-us") {
+      first_cycle_us = std::strtoull(argv[i + 1], nullptr, 10);
     } else {
       die("unknown flag " + flag);
     }
   }
-  if (kills < 1 || seeds.empty() || max_delay_us < 1) die("bad arguments");
-  return run_parent(kills, seeds, max_delay_us);
+  if (kills < 1 || seeds.empty() || first_cycle_us < 1) die("bad arguments");
+  return run_parent(kills, seeds, first_cycle_us);
 }
