@@ -179,12 +179,12 @@ class CowStateMap {
   CowStateMap& operator=(const CowStateMap&) = delete;
 
   // The state of (key, ns), or nullptr. Never copies. Valid until the next writer call.
-  const S* get(const K& key, const N& ns);
+  [[gnu::always_inline]] const S* get(const K& key, const N& ns);
   // A state the caller may mutate in place, or nullptr. Copies it first when a live
   // snapshot may see it. Valid until the next writer call.
   S* get_mutable(const K& key, const N& ns);
   bool contains(const K& key, const N& ns);
-  void put(const K& key, const N& ns, S state);
+  [[gnu::always_inline]] void put(const K& key, const N& ns, S state);
   std::optional<S> put_and_get_old(const K& key, const N& ns, S state);
   bool remove(const K& key, const N& ns);
   std::optional<S> remove_and_get_old(const K& key, const N& ns);
@@ -250,8 +250,11 @@ class CowStateMap {
     std::uint32_t entry_version;
     [[no_unique_address]] std::conditional_t<kInline, NoStateVersion, std::uint32_t> state_version;
   };
+  // The birth version is kept here, not read back from the entry, so that reclamation
+  // does not touch the retired entries' memory.
   struct RetiredEntry {
     std::uint32_t index;
+    std::uint32_t birth;
     std::uint32_t retired_at;
   };
   struct RetiredState {
@@ -281,9 +284,18 @@ class CowStateMap {
 
   Entry& at(std::uint32_t i) noexcept { return pool_.at(i); }
   const Entry& at(std::uint32_t i) const noexcept { return pool_.at(i); }
-  std::uint32_t primary_cap() const noexcept { return static_cast<std::uint32_t>(primary_.size()); }
-  Table& table_for(std::uint32_t hash) noexcept {
-    return (hash & (primary_cap() - 1)) >= rehash_index_ ? primary_ : rehash_;
+  std::uint32_t primary_cap() const noexcept { return primary_mask_ + 1; }
+  // Where an entry with this hash lives: the bucket of the primary table, or of the rehash
+  // table when its old bucket has already moved (I6).
+  struct Home {
+    Table* table;
+    std::uint32_t bucket;
+  };
+  Home home_of(std::uint32_t hash) noexcept {
+    const std::uint32_t b = hash & primary_mask_;
+    if (b >= rehash_index_) [[likely]]
+      return {&primary_, b};
+    return {&rehash_, hash & (primary_mask_ * 2 + 1)};
   }
   static std::uint32_t bucket_of(const Table& t, std::uint32_t hash) noexcept {
     return hash & static_cast<std::uint32_t>(t.size() - 1);
@@ -307,6 +319,9 @@ class CowStateMap {
   }
   [[gnu::noinline]] void incremental_rehash(std::uint32_t h);
   void double_capacity();
+  static bool matches(const Entry& e, std::uint32_t hash, const K& key, const N& ns) noexcept {
+    return e.hash == hash && e.key == key && e.ns == ns;
+  }
   // Index of (key, ns) in `table`'s bucket `b`, or 0; `prev` gets its predecessor.
   std::uint32_t find_in(const Table& table, std::uint32_t b, std::uint32_t hash, const K& key,
                         const N& ns, std::uint32_t* prev) const;
@@ -352,7 +367,8 @@ class CowStateMap {
   // Writer thread only.
   EntryPool<Entry> pool_;
   Table primary_;
-  Table rehash_;  // empty unless a rehash is in flight
+  Table rehash_;                    // empty unless a rehash is in flight
+  std::uint32_t primary_mask_ = 0;  // primary_.size() - 1
   std::uint32_t primary_size_ = 0;
   std::uint32_t rehash_size_ = 0;
   std::uint32_t rehash_index_ = 0;
@@ -584,6 +600,7 @@ CowStateMap<K, N, S, H>::CowStateMap(MapOptions options, H hash)
   const std::uint32_t cap =
       std::clamp(round_pow2(options.initial_capacity), min_capacity_, max_capacity_);
   primary_.assign(cap, 0);
+  primary_mask_ = cap - 1;
   threshold_ = threshold_for(cap);
 }
 
@@ -634,7 +651,7 @@ void CowStateMap<K, N, S, H>::reclaim() {
   };
   std::size_t kept = 0;
   for (const RetiredEntry& r : retired_entries_) {
-    if (visible(at(r.index).entry_version, r.retired_at)) {
+    if (visible(r.birth, r.retired_at)) {
       retired_entries_[kept++] = r;
     } else {
       free_entry(r.index);
@@ -667,7 +684,7 @@ void CowStateMap<K, N, S, H>::free_entry(std::uint32_t index) noexcept {
 
 template <class K, class N, class S, class H>
 void CowStateMap<K, N, S, H>::retire_entry(std::uint32_t index) {
-  retired_entries_.push_back(RetiredEntry{index, map_version_});
+  retired_entries_.push_back(RetiredEntry{index, at(index).entry_version, map_version_});
 }
 
 template <class K, class N, class S, class H>
@@ -784,7 +801,7 @@ std::uint32_t CowStateMap<K, N, S, H>::find_in(const Table& table, std::uint32_t
   std::uint32_t p = 0;
   for (std::uint32_t i = table[b]; i != 0;) {
     const Entry& e = at(i);
-    if (e.hash == hash && e.key == key && e.ns == ns) {
+    if (matches(e, hash, key, ns)) {
       if (prev != nullptr) *prev = p;
       return i;
     }
@@ -795,16 +812,12 @@ std::uint32_t CowStateMap<K, N, S, H>::find_in(const Table& table, std::uint32_t
 }
 
 template <class K, class N, class S, class H>
-const S* CowStateMap<K, N, S, H>::get(const K& key, const N& ns) {
+inline const S* CowStateMap<K, N, S, H>::get(const K& key, const N& ns) {
   begin_op();
   const std::uint32_t hash = hash_(key, ns);
-  const Table& t = table_for(hash);
-  for (std::uint32_t i = t[bucket_of(t, hash)]; i != 0;) {
-    const Entry& e = at(i);
-    if (e.hash == hash && e.key == key && e.ns == ns) return &state_ref(e);
-    i = e.next;
-  }
-  return nullptr;
+  const auto [t, b] = home_of(hash);
+  const std::uint32_t i = find_in(*t, b, hash, key, ns, nullptr);
+  return i == 0 ? nullptr : &state_ref(at(i));
 }
 
 template <class K, class N, class S, class H>
@@ -816,8 +829,8 @@ template <class K, class N, class S, class H>
 S* CowStateMap<K, N, S, H>::get_mutable(const K& key, const N& ns) {
   const std::uint32_t h = begin_op();
   const std::uint32_t hash = hash_(key, ns);
-  Table& t = table_for(hash);
-  const std::uint32_t b = bucket_of(t, hash);
+  const auto [tp, b] = home_of(hash);
+  Table& t = *tp;
   std::uint32_t i = find_in(t, b, hash, key, ns, nullptr);
   if (i == 0) return nullptr;
   if constexpr (kInline) {
@@ -839,11 +852,11 @@ S* CowStateMap<K, N, S, H>::get_mutable(const K& key, const N& ns) {
 }
 
 template <class K, class N, class S, class H>
-void CowStateMap<K, N, S, H>::put(const K& key, const N& ns, S state) {
+inline void CowStateMap<K, N, S, H>::put(const K& key, const N& ns, S state) {
   const std::uint32_t h = begin_op();
   const std::uint32_t hash = hash_(key, ns);
-  Table& t = table_for(hash);
-  const std::uint32_t b = bucket_of(t, hash);
+  const auto [tp, b] = home_of(hash);
+  Table& t = *tp;
   std::uint32_t i = find_in(t, b, hash, key, ns, nullptr);
   if (i != 0) {
     i = make_writable(t, b, i, h);
@@ -857,8 +870,8 @@ template <class K, class N, class S, class H>
 std::optional<S> CowStateMap<K, N, S, H>::put_and_get_old(const K& key, const N& ns, S state) {
   const std::uint32_t h = begin_op();
   const std::uint32_t hash = hash_(key, ns);
-  Table& t = table_for(hash);
-  const std::uint32_t b = bucket_of(t, hash);
+  const auto [tp, b] = home_of(hash);
+  Table& t = *tp;
   std::uint32_t i = find_in(t, b, hash, key, ns, nullptr);
   if (i != 0) {
     i = make_writable(t, b, i, h);
@@ -875,8 +888,8 @@ template <class T, class F>
 void CowStateMap<K, N, S, H>::transform(const K& key, const N& ns, const T& value, F&& fn) {
   const std::uint32_t h = begin_op();
   const std::uint32_t hash = hash_(key, ns);
-  Table& t = table_for(hash);
-  const std::uint32_t b = bucket_of(t, hash);
+  const auto [tp, b] = home_of(hash);
+  Table& t = *tp;
   std::uint32_t i = find_in(t, b, hash, key, ns, nullptr);
   if (i != 0) {
     S fresh = std::invoke(fn, static_cast<const S*>(&state_ref(at(i))), value);
@@ -936,8 +949,8 @@ template <class K, class N, class S, class H>
 bool CowStateMap<K, N, S, H>::remove(const K& key, const N& ns) {
   const std::uint32_t h = begin_op();
   const std::uint32_t hash = hash_(key, ns);
-  Table& t = table_for(hash);
-  const std::uint32_t b = bucket_of(t, hash);
+  const auto [tp, b] = home_of(hash);
+  Table& t = *tp;
   std::uint32_t prev = 0;
   const std::uint32_t i = find_in(t, b, hash, key, ns, &prev);
   if (i == 0) return false;
@@ -949,8 +962,8 @@ template <class K, class N, class S, class H>
 std::optional<S> CowStateMap<K, N, S, H>::remove_and_get_old(const K& key, const N& ns) {
   const std::uint32_t h = begin_op();
   const std::uint32_t hash = hash_(key, ns);
-  Table& t = table_for(hash);
-  const std::uint32_t b = bucket_of(t, hash);
+  const auto [tp, b] = home_of(hash);
+  Table& t = *tp;
   std::uint32_t prev = 0;
   const std::uint32_t i = find_in(t, b, hash, key, ns, &prev);
   if (i == 0) return std::nullopt;
@@ -998,6 +1011,7 @@ void CowStateMap<K, N, S, H>::incremental_rehash(std::uint32_t h) {
     if (++idx == old_cap) {
       COWSTATE_ASSERT(primary_size_ == transferred, "I5", "entries left behind in the old table");
       primary_.swap(rehash_);
+      primary_mask_ = static_cast<std::uint32_t>(primary_.size() - 1);
       rehash_.clear();
       rehash_.shrink_to_fit();
       primary_size_ = rehash_size_ + transferred;
@@ -1206,7 +1220,10 @@ bool CowStateMap<K, N, S, H>::check_invariants(std::string* why) const {
     }
     seen[r.index] = 1;
     ++retired;
-    if (at(r.index).entry_version >= r.retired_at) {
+    if (r.birth != at(r.index).entry_version) {
+      return fail("I10", "retired entry's recorded birth differs from its entry version");
+    }
+    if (r.birth >= r.retired_at) {
       return fail("I10", "retired entry born at or after its retirement");
     }
   }
