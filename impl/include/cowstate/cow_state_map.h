@@ -487,6 +487,10 @@ class CowStateMapSnapshot {
     }
 
    private:
+    // How far below the scan position to prefetch. After first writes under a snapshot
+    // about half the slots of a region are free, so 192 slots are ~100 entries ahead:
+    // enough to cover a memory latency at ~20 ns per entry (16 covered only ~8 entries).
+    static constexpr std::uint32_t kPrefetchSlots = 192;
     void mark(std::uint32_t slot) {
       COWSTATE_ASSERT(slot <= snap_->slot_limit_, "I10", "a snapshot reaches a slot born after it");
       pending_[slot / 64] |= std::uint64_t{1} << (slot % 64);
@@ -503,7 +507,8 @@ class CowStateMapSnapshot {
             current_ = w * 64 + top;
             pending_[w] &= ~(std::uint64_t{1} << top);
             pos_ = current_;
-            __builtin_prefetch(&snap_->map_->at(current_ > 16 ? current_ - 16 : current_));
+            __builtin_prefetch(
+                &snap_->map_->at(current_ > kPrefetchSlots ? current_ - kPrefetchSlots : current_));
             return;
           }
           pos_ = w * 64;
