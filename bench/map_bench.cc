@@ -678,7 +678,7 @@ void usage() {
       "  --min-ops  operations timed per sample (whole passes); default 1000000\n"
       "  --seed     workload seed; default 0xc0ffee5eed\n"
       "  --slices   read/update samples are cut into at most N slices, interleaved across\n"
-      "             the contenders (each slice after a warm-up); default 1: one piece\n"
+      "             the contenders (each slice after a warm-up); default 10\n"
       "  --wall     time with the monotonic clock instead of the thread's CPU clock");
 }
 
