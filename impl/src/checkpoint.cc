@@ -175,6 +175,9 @@ void CheckpointWriter::fail(Status st) {
   COWSTATE_ASSERT(!finished(), "C2", "a finished checkpoint writer failed again");
   status_ = std::move(st);
   state_ = State::failed;
+  // Planted bug: the failure path forgets its cleanup (the release and the check paired
+  // with it), so the map snapshots stay pinned until the writer is destroyed.
+  if (COWSTATE_MUTANT(snapshot_not_released_on_failure)) return;
   snapshot_->release_all();  // C2: nothing stays pinned by a dead checkpoint
   COWSTATE_ASSERT(snapshot_->live_key_groups() == 0, "C2", "map snapshots left after failure");
 }
@@ -638,6 +641,21 @@ Status map_states(const CheckpointInput& input, const CheckpointLayout& layout,
   return Status();
 }
 
+// The smallest range holding `range` and the range of every input that reads (planted bug
+// restore_keeps_out_of_range only).
+KeyGroupRange hull_with_inputs(KeyGroupRange range, std::span<const CheckpointInput> inputs,
+                               const RestoreOptions& options) {
+  for (const CheckpointInput& input : inputs) {
+    Result<CheckpointLayout> layout = read_checkpoint_layout(input, options);
+    if (!layout.ok() || layout->header.range.empty()) continue;
+    const KeyGroupRange r = layout->header.range;
+    range = range.empty()
+                ? r
+                : KeyGroupRange(std::min(range.start(), r.start()), std::max(range.end(), r.end()));
+  }
+  return range;
+}
+
 }  // namespace
 
 Status restore_state_tables(std::vector<std::unique_ptr<StateTableBase>>& tables,
@@ -648,10 +666,15 @@ Status restore_state_tables(std::vector<std::unique_ptr<StateTableBase>>& tables
     COWSTATE_ASSERT(!t->has_live_snapshot(), "C4", "restoring over a table with a live snapshot");
     COWSTATE_ASSERT(t->range() == range, "B1", "a table of another range");
   }
+  // The key groups to keep: the target range. (Planted bug: the hull of the target range and
+  // every input's range, as if the tables were sized from the checkpoints' metadata.)
+  KeyGroupRange keep = range;
+  if (COWSTATE_MUTANT(restore_keeps_out_of_range)) keep = hull_with_inputs(range, inputs, options);
   std::vector<std::unique_ptr<StateTableBase>> fresh;
   fresh.reserve(tables.size());
-  for (const auto& t : tables) fresh.push_back(t->make_empty(range));
-  std::vector<std::size_t> claimed(static_cast<std::size_t>(range.size()), inputs.size());
+  for (const auto& t : tables) fresh.push_back(t->make_empty(keep));
+  std::vector<std::size_t> claimed(static_cast<std::size_t>(keep.size()), inputs.size());
+  std::vector<std::size_t> first_mapping;  // planted bug restore_global_state_ids only
   std::vector<std::byte> scratch;
   std::unique_ptr<ZSTD_DCtx, ZstdDCtxFree> zstd;
 
@@ -675,10 +698,15 @@ Status restore_state_tables(std::vector<std::unique_ptr<StateTableBase>>& tables
     }
     std::vector<std::size_t> table_of_state;
     if (Status st = map_states(input, *layout, tables, table_of_state); !st.ok()) return st;
+    if (COWSTATE_MUTANT(restore_global_state_ids)) {
+      // Planted bug: the first file's state numbering is taken for every file.
+      if (f == 0) first_mapping = table_of_state;
+      if (first_mapping.size() == table_of_state.size()) table_of_state = first_mapping;
+    }
 
     for (const CheckpointBlockInfo& b : layout->blocks) {
-      if (!range.contains(b.key_group)) continue;  // another instance's key group
-      const auto slot = static_cast<std::size_t>(b.key_group - range.start());
+      if (!keep.contains(b.key_group)) continue;  // another instance's key group
+      const auto slot = static_cast<std::size_t>(b.key_group - keep.start());
       if (claimed[slot] != inputs.size()) {
         return Status::error(input.name + ": offset " + std::to_string(b.offset) + ": key group " +
                              std::to_string(b.key_group) + " is also in " +

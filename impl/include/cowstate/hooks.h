@@ -44,6 +44,11 @@ enum class Mutant : std::uint8_t {
   snapshot_array_capacity_only,  // snapshot array sized by capacity, not max(span, size)
   writer_drops_chain_tail,       // the snapshot writer drops the last entry of a chain
   reader_drops_last_entry,       // the reader drops the last entry of a map
+  // The keyed backend (fuzzed with the backend workload).
+  restore_global_state_ids,          // restore maps state ids once, for all checkpoints
+  snapshot_not_released_on_failure,  // a failed or cancelled checkpoint keeps its map snapshots
+  key_group_wrong_hash,              // key group from the raw key hash, not Flink's murmur mix
+  restore_keeps_out_of_range,        // restore keeps the key groups outside its range
 };
 struct MutantInfo {
   Mutant mutant;
@@ -71,7 +76,21 @@ inline constexpr MutantInfo kCatalog[] = {
      "the snapshot writer drops the last entry of a chain"},
     {Mutant::reader_drops_last_entry, "reader_drops_last_entry",
      "the reader drops the last entry of a map"},
+    {Mutant::restore_global_state_ids, "restore_global_state_ids",
+     "restore maps state ids globally instead of per checkpoint"},
+    {Mutant::snapshot_not_released_on_failure, "snapshot_not_released_on_failure",
+     "a key group's map snapshot is not released when the async phase fails or is cancelled"},
+    {Mutant::key_group_wrong_hash, "key_group_wrong_hash",
+     "key group computed from the raw key hash instead of the murmur-mixed one"},
+    {Mutant::restore_keeps_out_of_range, "restore_keeps_out_of_range",
+     "restore keeps key groups outside its range"},
 };
+// Whether a planted bug lives in the keyed backend (fuzzed with the backend workload) rather
+// than in the map.
+constexpr bool is_backend_mutant(Mutant m) noexcept {
+  return m == Mutant::restore_global_state_ids || m == Mutant::snapshot_not_released_on_failure ||
+         m == Mutant::key_group_wrong_hash || m == Mutant::restore_keeps_out_of_range;
+}
 }  // namespace cowstate::mutants
 
 // Only the mutants build can switch a planted bug on; elsewhere the catalog is just names

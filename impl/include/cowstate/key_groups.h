@@ -46,6 +46,7 @@
 #include <type_traits>
 
 #include "cowstate/assert.h"
+#include "cowstate/hooks.h"
 #include "cowstate/status.h"
 
 namespace cowstate {
@@ -151,7 +152,11 @@ constexpr void check_parallelism(std::int32_t max_parallelism, std::int32_t para
 constexpr std::int32_t key_group_for_hash(std::int32_t key_hash, std::int32_t max_parallelism) {
   COWSTATE_ASSERT(max_parallelism >= 1 && max_parallelism <= kUpperBoundMaxParallelism, "K1",
                   "max parallelism out of [1, 32768]");
-  const std::int32_t g = murmur_hash(key_hash) % max_parallelism;
+  std::int32_t mixed = murmur_hash(key_hash);
+  if (!std::is_constant_evaluated() && COWSTATE_MUTANT(key_group_wrong_hash)) {
+    mixed = key_hash & 0x7fffffff;  // planted bug: the raw hash, unmixed
+  }
+  const std::int32_t g = mixed % max_parallelism;
   COWSTATE_ASSERT(g >= 0 && g < max_parallelism, "K3", "key group out of [0, max parallelism)");
   return g;
 }

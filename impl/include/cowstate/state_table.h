@@ -341,8 +341,11 @@ Status StateTable<KS, NS, SS, KH>::read_entries(ByteReader& r, std::int32_t key_
   }
   MapOptions options = options_;
   const std::uint64_t want = count * 4 / 3 + 1;  // count <= input size, no overflow
+  // The map takes max(min, max) as its maximum (cow_state_map.h); so does the clamp, whose
+  // bounds must be ordered.
+  const std::uint32_t max_capacity = std::max(options.min_capacity, options.max_capacity);
   options.initial_capacity = static_cast<std::uint32_t>(
-      std::clamp<std::uint64_t>(want, options.min_capacity, options.max_capacity));
+      std::clamp<std::uint64_t>(want, options.min_capacity, max_capacity));
   auto fresh = std::make_unique<Map>(options);
   K key{};
   N ns{};
