@@ -163,6 +163,8 @@ rc::Gen<Scenario> gen_scenario() {
           case ExpectKind::failure:
             e.target = *rc::gen::element<std::string>("image", "I3", "restore");
             break;
+          case ExpectKind::latest:  // backend scenarios only (gen_backend_scenario)
+            break;
         }
         s.items.emplace_back(std::move(e));
         continue;
@@ -231,7 +233,196 @@ rc::Gen<Scenario> gen_scenario() {
   });
 }
 
+// Well-formed backend scenarios: state actions of every kind and operation, checkpoints
+// started before use, serializer steps and faults, cancels, restores and expectations.
+rc::Gen<Scenario> gen_backend_scenario() {
+  return rc::gen::exec([] {
+    Scenario s;
+    s.config.backend = true;
+    s.config.fixed_schedule = *rc::gen::arbitrary<bool>();
+    s.config.max_parallelism = *rc::gen::inRange<std::int32_t>(2, 1024);
+    const auto first = *rc::gen::inRange<std::int32_t>(0, s.config.max_parallelism - 1);
+    s.config.key_groups = {first, *rc::gen::inRange<std::int32_t>(first, s.config.max_parallelism)};
+    s.config.initial_capacity = *rc::gen::inRange<std::uint32_t>(1, 64);
+    if (*rc::gen::arbitrary<bool>()) s.kills = "restore_global_state_ids";
+    auto range = [&s] {
+      const auto a = *rc::gen::inRange<std::int32_t>(0, s.config.max_parallelism);
+      return GroupRange{a, *rc::gen::inRange<std::int32_t>(a, s.config.max_parallelism)};
+    };
+    auto small = [] { return *rc::gen::inRange<std::int64_t>(-1000, 1000); };
+    std::vector<std::string> checkpoints;
+    const std::size_t n = *rc::gen::inRange<std::size_t>(0, 25);
+    for (std::size_t i = 0; i < n; ++i) {
+      const int what = *rc::gen::inRange(0, 12);
+      if (what == 0) {
+        Expectation e;
+        if (*rc::gen::arbitrary<bool>() || checkpoints.empty()) {
+          e.kind = ExpectKind::image;
+          e.target = checkpoints.empty() || *rc::gen::arbitrary<bool>()
+                         ? "live"
+                         : *rc::gen::elementOf(checkpoints);
+          if (e.target != "live" && *rc::gen::arbitrary<bool>()) e.into = range();
+          e.state = backend_states()[*rc::gen::inRange<std::size_t>(0, 5)].name;
+          for (int j = *rc::gen::inRange(0, 3); j > 0; --j) {
+            e.image[{*rc::gen::arbitrary<std::uint64_t>(), *rc::gen::arbitrary<std::int32_t>()}] =
+                *rc::gen::container<StateValue>(*rc::gen::inRange<std::size_t>(0, 4),
+                                                rc::gen::arbitrary<std::int64_t>());
+          }
+        } else {
+          e.kind = ExpectKind::latest;
+          e.target = *rc::gen::arbitrary<bool>() ? "none" : *rc::gen::elementOf(checkpoints);
+        }
+        s.items.emplace_back(std::move(e));
+        continue;
+      }
+      StepLine l;
+      l.task = "writer";
+      Action& a = l.action;
+      if (what == 1) {
+        a.kind = ActionKind::checkpoint;
+        a.snapshot = "c" + std::to_string(checkpoints.size() + 1);
+        checkpoints.push_back(a.snapshot);
+      } else if (what == 2 && !checkpoints.empty()) {
+        a.kind = ActionKind::restore;
+        a.snapshot = *rc::gen::elementOf(checkpoints);
+        a.into = range();
+        if (*rc::gen::arbitrary<bool>()) {
+          a.also = range();
+          a.merge_back = *rc::gen::arbitrary<bool>();
+        }
+      } else if (what == 3 && !checkpoints.empty()) {
+        l.task = *rc::gen::elementOf(checkpoints);
+        a.kind = *rc::gen::element(ActionKind::step, ActionKind::fail);
+        a.budget = *rc::gen::inRange<std::uint32_t>(a.kind == ActionKind::fail ? 1 : 0, 50);
+      } else if (what == 4 && !checkpoints.empty()) {
+        l.task = "releaser";
+        a.kind = *rc::gen::element(ActionKind::cancel, ActionKind::keep);
+        a.snapshot = *rc::gen::elementOf(checkpoints);
+      } else {
+        const BackendStateInfo& info = backend_states()[*rc::gen::inRange<std::size_t>(0, 5)];
+        a.kind = info.kind;
+        a.state = info.name;
+        a.entry = {*rc::gen::arbitrary<std::uint64_t>(), *rc::gen::arbitrary<std::int32_t>()};
+        std::vector<StateOp> ops;
+        switch (a.kind) {
+          case ActionKind::value_state:
+            ops = {StateOp::update, StateOp::get, StateOp::clear};
+            break;
+          case ActionKind::list_state:
+            ops = {StateOp::add, StateOp::add_all, StateOp::update,
+                   StateOp::get, StateOp::clear,   StateOp::merge};
+            break;
+          case ActionKind::map_state:
+            ops = {StateOp::put, StateOp::remove, StateOp::get, StateOp::clear};
+            break;
+          default:
+            ops = {StateOp::add, StateOp::get, StateOp::clear, StateOp::merge};
+        }
+        a.op = *rc::gen::elementOf(ops);
+        const bool list = a.kind == ActionKind::list_state;
+        if ((a.op == StateOp::update && list) || a.op == StateOp::add_all) {
+          a.value = *rc::gen::container<StateValue>(*rc::gen::inRange<std::size_t>(0, 4),
+                                                    rc::gen::arbitrary<std::int64_t>());
+        } else if (a.op == StateOp::update || a.op == StateOp::add || a.op == StateOp::remove ||
+                   (a.op == StateOp::get && a.kind == ActionKind::map_state)) {
+          a.x = small();
+        } else if (a.op == StateOp::put) {
+          a.x = small();
+          a.value = {small()};
+        } else if (a.op == StateOp::merge) {
+          a.sources = *rc::gen::container<std::vector<std::int32_t>>(
+              *rc::gen::inRange<std::size_t>(0, 3), rc::gen::arbitrary<std::int32_t>());
+        }
+      }
+      s.items.emplace_back(std::move(l));
+    }
+    return s;
+  });
+}
+
 }  // namespace
+
+TEST_CASE("printing any backend scenario and parsing it back gives the same scenario",
+          "[sim][scenario][backend][property]") {
+  rc::prop("parse(print(x)) == x", [] {
+    const Scenario s = *gen_backend_scenario();
+    const std::string text = print_scenario(s);
+    ParseError error;
+    auto back = parse_scenario(text, "printed", &error);
+    RC_LOG() << text << "\n" << error.to_string() << "\n";
+    RC_ASSERT(back.has_value());
+    RC_ASSERT(*back == s);
+  });
+}
+
+TEST_CASE("backend scenario lines parse into state actions, checkpoints, faults and restores",
+          "[sim][scenario][backend]") {
+  const Scenario s = parse_ok(R"(config workload=backend max_parallelism=16 key_groups=2-13
+writer: list s=events k=3 ns=1 add 7 ; map s=attrs k=3 put 1 -10 ; reducing s=sum k=4 merge [1,2]
+writer: checkpoint c1
+c1: fail at write 3
+c1: step 2
+releaser: cancel c1
+writer: restore c1 into 2-7 and 8-13 then merge
+expect c1 into 8-13 s=avg = {(4,2):[9,3]}
+expect latest none
+)");
+  CHECK(s.config.backend);
+  CHECK(s.config.max_parallelism == 16);
+  CHECK(s.config.key_groups == GroupRange{2, 13});
+  const auto& add = std::get<StepLine>(s.items[0]).action;
+  CHECK(add.kind == ActionKind::list_state);
+  CHECK(add.state == "events");
+  CHECK(add.entry == EntryKey{3, 1});
+  CHECK(add.op == StateOp::add);
+  CHECK(add.x == 7);
+  const auto& put = std::get<StepLine>(s.items[1]).action;
+  CHECK(put.op == StateOp::put);
+  CHECK(put.x == 1);
+  CHECK(put.value == StateValue{-10});
+  CHECK(std::get<StepLine>(s.items[2]).action.sources == std::vector<std::int32_t>{1, 2});
+  const auto& fault = std::get<StepLine>(s.items[4]);
+  CHECK(fault.task == "c1");
+  CHECK(fault.action.kind == ActionKind::fail);
+  CHECK(fault.action.budget == 3);
+  const auto& restore = std::get<StepLine>(s.items[7]).action;
+  CHECK(restore.into == GroupRange{2, 7});
+  CHECK(restore.also == GroupRange{8, 13});
+  CHECK(restore.merge_back);
+  const auto& e = std::get<Expectation>(s.items[8]);
+  CHECK(e.state == "avg");
+  CHECK(e.into == GroupRange{8, 13});
+  CHECK(std::get<Expectation>(s.items[9]).kind == ExpectKind::latest);
+  CHECK(parse_ok(print_scenario(s)) == s);
+}
+
+TEST_CASE("backend parse errors name file, line and column, what was expected and what was found",
+          "[sim][scenario][backend]") {
+  const std::string b = "config workload=backend\n";
+  CHECK(parse_error(b + "writer: list s=count k=1 add 1\n") ==
+        "t.scenario:2:16: expected the list state (events), found 'count'");
+  CHECK(parse_error(b + "writer: value s=count k=1 add 1\n") ==
+        "t.scenario:2:27: expected an operation of a value state (update, get, clear), found "
+        "'add'");
+  CHECK(parse_error(b + "writer: put k=1 v=1\n")
+            .find("t.scenario:2:9: expected a writer action of the backend workload") == 0);
+  CHECK(parse_error("config workload=backend key_groups=3-1\n") ==
+        "t.scenario:1:36: expected a key-group range FIRST-LAST with FIRST <= LAST < 1024, found "
+        "3-1");
+  CHECK(parse_error("config workload=backend max_parallelism=4 key_groups=0-7\n") ==
+        "t.scenario:1:1: expected key_groups within [0, max_parallelism 4), found 0-7");
+  CHECK(parse_error(b + "writer: checkpoint c1\nc1: fail at write 0\n") ==
+        "t.scenario:3:19: expected a file operation number N >= 1, found 0");
+  CHECK(parse_error(b + "writer: checkpoint c1\nreleaser: release c1\n") ==
+        "t.scenario:3:11: expected 'cancel' or 'keep' (a checkpoint is stopped by cancelling "
+        "it), found 'release'");
+  CHECK(parse_error(b + "writer: restore c1 into 0-3\n") ==
+        "t.scenario:2:17: expected a checkpoint started above (none yet), found 'c1'");
+  CHECK(parse_error(b + "writer: checkpoint c1\nexpect c1 into 0-3 = {}\n") ==
+        "t.scenario:3:20: expected 's=', found '='");
+  CHECK(parse_error("writer: put k=1 v=1\nexpect latest none\n") ==
+        "t.scenario:2:8: expected an expectation of the map workload, found 'latest'");
+}
 
 TEST_CASE("printing any scenario and parsing it back gives the same scenario",
           "[sim][scenario][property]") {
@@ -378,6 +569,39 @@ TEST_CASE("a recorded fuzz run written as a scenario replays the same trace",
   }
 }
 
+namespace {
+// Shrinks `text`, which must fail at a wrong expectation; the result must too.
+ShrinkResult shrink_wrong_expectation(const std::string& text) {
+  const Scenario s = parse_ok(text);
+  const RunResult first = run_scenario(s);
+  REQUIRE(first.outcome == Outcome::failure);
+  REQUIRE(first.check == "expect");
+  ShrinkResult shrunk = shrink(s, first.outcome, first.check);
+  CHECK(shrunk.reproduced);
+  const RunResult again = run_scenario(shrunk.scenario);
+  CHECK(again.outcome == Outcome::failure);
+  CHECK(again.check == "expect");
+  return shrunk;
+}
+}  // namespace
+
+TEST_CASE("the shrinker reduces a failing backend scenario to the steps the failure needs",
+          "[sim][scenario][backend][shrink]") {
+  std::string text = "config workload=backend\n";
+  for (int i = 0; i < 12; ++i) {
+    text += "writer: list s=events k=" + std::to_string(i % 5) + " add " + std::to_string(i) + "\n";
+    text += "writer: reducing s=sum k=" + std::to_string(i % 3) + " add 1\n";
+    if (i == 6) text += "writer: checkpoint c1\nc1: step 2\n";
+  }
+  text += "expect live s=events = {}\n";  // wrong: every key has events
+  const ShrinkResult shrunk = shrink_wrong_expectation(text);
+  CHECK(shrunk.steps_before == 26);
+  CHECK(shrunk.steps_after == 1);
+  CHECK(print_scenario(shrunk.scenario) ==
+        "config capacity=1 min_capacity=1 max_capacity=1 workload=backend\n"
+        "writer: list s=events k=0 add 0\nexpect live s=events = {}\n");
+}
+
 TEST_CASE("the shrinker reduces a failing scenario to the steps the failure needs",
           "[sim][scenario][shrink]") {
   // Forty operations, one snapshot, then a wrong claim about the versions: only the
@@ -389,18 +613,10 @@ TEST_CASE("the shrinker reduces a failing scenario to the steps the failure need
     text += "writer: remove k=" + std::to_string((i * 3) % 7) + "\n";
   }
   text += "expect versions map=0 h=0\n";
-  const Scenario s = parse_ok(text);
-  const RunResult first = run_scenario(s);
-  REQUIRE(first.outcome == Outcome::failure);
-  REQUIRE(first.check == "expect");
-  const ShrinkResult shrunk = shrink(s, first.outcome, first.check);
-  CHECK(shrunk.reproduced);
+  const ShrinkResult shrunk = shrink_wrong_expectation(text);
   CHECK(shrunk.steps_before == 42);
   CHECK(shrunk.steps_after == 1);
   CHECK(print_scenario(shrunk.scenario) ==
         "config capacity=1 min_capacity=1 max_capacity=1\nwriter: snapshot s1\n"
         "expect versions map=0 h=0\n");  // smaller tables and the default hash are simpler
-  const RunResult again = run_scenario(shrunk.scenario);
-  CHECK(again.outcome == Outcome::failure);
-  CHECK(again.check == "expect");
 }

@@ -20,17 +20,36 @@ CaseSpec case_for_run(const CampaignOptions& options, std::uint64_t index) {
   spec.seed = options.seed + index;
   spec.strategy = options.strategy;
   spec.pct_depth = options.pct_depth;
-  spec.workload = WorkloadOptions::swarm(spec.seed, options.ops, options.deep_check_every);
+  spec.kind = options.workload;
+  if (spec.kind == WorkloadKind::backend) {
+    spec.backend = BackendWorkloadOptions::swarm(spec.seed, options.ops, options.deep_check_every);
+  } else {
+    spec.workload = WorkloadOptions::swarm(spec.seed, options.ops, options.deep_check_every);
+  }
   return spec;
 }
 
-RunResult run_case(const CaseSpec& spec, bool keep_trace) {
-  std::unique_ptr<Strategy> strategy =
-      make_strategy(spec.strategy, spec.pct_depth, spec.workload.ops_max);
-  COWSTATE_ASSERT(strategy != nullptr, "REQUIRES", "unknown strategy in a case spec");
+RunConfig config_for_case(const CaseSpec& spec) {
   RunConfig config;
   config.seed = spec.seed;
+  config.kind = spec.kind;
   config.workload = spec.workload;
+  config.backend = spec.backend;
+  return config;
+}
+
+std::uint32_t case_ops(const CaseSpec& spec) {
+  return spec.kind == WorkloadKind::backend ? spec.backend.ops_max : spec.workload.ops_max;
+}
+
+std::string case_options(const CaseSpec& spec) {
+  return spec.kind == WorkloadKind::backend ? spec.backend.to_string() : spec.workload.to_string();
+}
+
+RunResult run_case(const CaseSpec& spec, bool keep_trace) {
+  std::unique_ptr<Strategy> strategy = make_strategy(spec.strategy, spec.pct_depth, case_ops(spec));
+  COWSTATE_ASSERT(strategy != nullptr, "REQUIRES", "unknown strategy in a case spec");
+  RunConfig config = config_for_case(spec);
   config.keep_trace = keep_trace;
   return run_once(config, *strategy);
 }
@@ -84,8 +103,9 @@ std::string format_case(const CaseSpec& spec) {
   out << "# cowstate failing case: `cowstate replay FILE` reruns it exactly.\n"
       << "seed " << spec.seed << "\n"
       << "strategy " << spec.strategy << "\n"
-      << "pct_depth " << spec.pct_depth << "\n"
-      << "options " << spec.workload.to_string() << "\n"
+      << "pct_depth " << spec.pct_depth << "\n";
+  if (spec.kind == WorkloadKind::backend) out << "workload backend\n";
+  out << "options " << case_options(spec) << "\n"
       << "outcome " << spec.outcome << "\n"
       << "check " << (spec.check.empty() ? "-" : spec.check) << "\n"
       << "trace_hash " << spec.trace_hash << "\n";
@@ -126,11 +146,22 @@ std::optional<CaseSpec> parse_case(const std::string& text, const std::string& f
       if (!parse_u64(value, &n) || n == 0 || n > 64)
         return fail("expected pct_depth in [1, 64], found '" + value + "'");
       spec.pct_depth = static_cast<std::uint32_t>(n);
+    } else if (key == "workload") {
+      if (have_options) return fail("expected the workload line before the options line");
+      if (value != "map" && value != "backend")
+        return fail("expected workload map or backend, found '" + value + "'");
+      spec.kind = value == "backend" ? WorkloadKind::backend : WorkloadKind::map;
     } else if (key == "options") {
       std::string why;
-      auto w = WorkloadOptions::parse(value, &why);
-      if (!w) return fail("options: " + why);
-      spec.workload = *w;
+      if (spec.kind == WorkloadKind::backend) {
+        auto w = BackendWorkloadOptions::parse(value, &why);
+        if (!w) return fail("options: " + why);
+        spec.backend = *w;
+      } else {
+        auto w = WorkloadOptions::parse(value, &why);
+        if (!w) return fail("options: " + why);
+        spec.workload = *w;
+      }
       have_options = true;
     } else if (key == "outcome") {
       spec.outcome = value;
@@ -141,7 +172,8 @@ std::optional<CaseSpec> parse_case(const std::string& text, const std::string& f
         return fail("expected a trace hash, found '" + value + "'");
     } else {
       return fail("unknown key '" + key +
-                  "' (expected seed, strategy, pct_depth, options, outcome, check or trace_hash)");
+                  "' (expected seed, strategy, pct_depth, workload, options, outcome, check or "
+                  "trace_hash)");
     }
   }
   if (!have_seed || !have_options) {

@@ -1,6 +1,7 @@
 // cowstate: the command-line front of the simulator.
 //
-//   cowstate fuzz      a campaign of seeded runs
+//   cowstate fuzz      a campaign of seeded runs (--workload map: one map; backend: a keyed
+//                      backend with checkpoints on disk, faults and rescaling restores)
 //   cowstate replay    reruns a recorded failing case exactly
 //   cowstate mutants   fuzzes every planted bug (mutants build) and reports time to kill
 //   cowstate run       runs scenario files (scenarios/, docs/scenario-format.md)
@@ -71,9 +72,12 @@ void install_crash_handlers() {
 
 std::string replay_command(const CaseSpec& spec, const std::string& case_file) {
   if (!case_file.empty()) return "cowstate replay " + case_file;
+  const std::uint32_t deep = spec.kind == WorkloadKind::backend ? spec.backend.deep_check_every
+                                                                : spec.workload.deep_check_every;
   std::string cmd = "cowstate fuzz --seed " + std::to_string(spec.seed) + " --runs 1 --ops " +
-                    std::to_string(spec.workload.ops_max) + " --strategy " + spec.strategy +
-                    " --deep-check-every " + std::to_string(spec.workload.deep_check_every);
+                    std::to_string(case_ops(spec)) + " --strategy " + spec.strategy +
+                    " --deep-check-every " + std::to_string(deep);
+  if (spec.kind == WorkloadKind::backend) cmd += " --workload backend";
   if (spec.strategy == "pct") cmd += " --pct-depth " + std::to_string(spec.pct_depth);
   return cmd;
 }
@@ -89,7 +93,7 @@ void print_failure(const FinishedRun& run, const std::string& case_file) {
               static_cast<unsigned long long>(run.spec.seed), run.spec.strategy.c_str(),
               outcome_name(r.outcome), exit_code(r.outcome));
   std::printf("  check: %s\n  what:  %s\n", r.check.c_str(), r.message.c_str());
-  std::printf("  options: %s\n  last trace lines:\n", run.spec.workload.to_string().c_str());
+  std::printf("  options: %s\n  last trace lines:\n", case_options(run.spec).c_str());
   for (const std::string& line : r.trace) std::printf("    %s\n", line.c_str());
   std::printf("  replay: %s\n", replay_command(run.spec, case_file).c_str());
 }
@@ -175,11 +179,8 @@ ShrinkResult shrink_and_write(const Scenario& failing, const RunResult& failure,
 
 ShrinkResult shrink_case(const CaseSpec& spec, const RunResult& failure, const std::string& out_dir,
                          double seconds, const std::string& name = "", bool show = true) {
-  std::unique_ptr<Strategy> strategy =
-      make_strategy(spec.strategy, spec.pct_depth, spec.workload.ops_max);
-  RunConfig config;
-  config.seed = spec.seed;
-  config.workload = spec.workload;
+  std::unique_ptr<Strategy> strategy = make_strategy(spec.strategy, spec.pct_depth, case_ops(spec));
+  RunConfig config = config_for_case(spec);
   config.record = true;
   const RunResult recorded = run_once(config, *strategy);
   const Scenario scenario = to_scenario(config, recorded);
@@ -202,7 +203,8 @@ nlohmann::json run_json(const FinishedRun& run) {
                         {"snapshots_checked", r.stats.snapshots_checked},
                         {"entries_checked", r.stats.entries_checked},
                         {"trace_hash", r.trace_hash},
-                        {"options", run.spec.workload.to_string()}};
+                        {"workload", run.spec.kind == WorkloadKind::backend ? "backend" : "map"},
+                        {"options", case_options(run.spec)}};
 }
 
 bool parse_shard(const std::string& text, std::uint32_t* index, std::uint32_t* count) {
@@ -241,11 +243,12 @@ int cmd_fuzz(const CampaignOptions& options, bool json, const std::string& out_d
   const bool tty = isatty(2) != 0 && !json;
   if (!json) {
     std::printf(
-        "cowstate fuzz: seed %llu, %s%s, strategy %s, %u ops per run, shard %u/%u\n",
+        "cowstate fuzz: seed %llu, %s%s, strategy %s, %u ops per run, shard %u/%u, workload %s\n",
         static_cast<unsigned long long>(options.seed),
         options.runs ? (std::to_string(options.runs) + " runs").c_str() : "",
         options.time_seconds > 0 ? (" " + std::to_string(options.time_seconds) + " s").c_str() : "",
-        options.strategy.c_str(), options.ops, options.shard_index, options.shard_count);
+        options.strategy.c_str(), options.ops, options.shard_index, options.shard_count,
+        options.workload == WorkloadKind::backend ? "backend" : "map");
   }
   std::string case_file;
   auto on_run = [&](const FinishedRun& run) {
@@ -268,7 +271,7 @@ int cmd_fuzz(const CampaignOptions& options, bool json, const std::string& out_d
   set_crash_hint(first);
   if (!json)
     std::printf("first run: seed %llu options %s\n", static_cast<unsigned long long>(first.seed),
-                first.workload.to_string().c_str());
+                case_options(first).c_str());
   const CampaignSummary s = run_campaign(options, on_run, on_progress);
   if (tty) std::fprintf(stderr, "\n");
   if (!json) {
@@ -548,7 +551,7 @@ int cmd_mutants(double seconds_per_mutant, std::uint32_t ops, bool json,
   std::size_t killed = 0;
   std::vector<double> kill_times;
   if (!json) {
-    std::printf("%-29s %-6s %8s %6s  %-18s %6s %5s %6s  %s\n", "mutant", "killed", "time (s)",
+    std::printf("%-33s %-6s %8s %6s  %-18s %6s %5s %6s  %s\n", "mutant", "killed", "time (s)",
                 "seed", "caught by", "shrunk", "hand", "ratio", "negative scenario");
   }
   for (const mu::MutantInfo& info : mu::kCatalog) {
@@ -558,6 +561,8 @@ int cmd_mutants(double seconds_per_mutant, std::uint32_t ops, bool json,
     options.time_seconds = seconds_per_mutant;
     options.ops = ops;
     options.deep_check_every = 1;
+    // The backend's planted bugs are fuzzed with the backend workload, the map's with the map's.
+    if (mu::is_backend_mutant(info.mutant)) options.workload = WorkloadKind::backend;
     std::optional<FinishedRun> kill;
     const CampaignSummary s = run_campaign(
         options, [&](const FinishedRun& run) { set_crash_hint(run.spec); }, nullptr);
@@ -608,7 +613,7 @@ int cmd_mutants(double seconds_per_mutant, std::uint32_t ops, bool json,
       std::cout << j.dump() << "\n";
     } else {
       std::printf(
-          "%-29s %-6s %8.3f %6s  %-18s %6zu %5zu %6.2f  %s\n", info.name, kill ? "yes" : "NO",
+          "%-33s %-6s %8.3f %6s  %-18s %6zu %5zu %6.2f  %s\n", info.name, kill ? "yes" : "NO",
           s.seconds, kill ? std::to_string(kill->spec.seed).c_str() : "-",
           kill ? (kill->result.check + " (" + outcome_name(kill->result.outcome) + ")").c_str()
                : "-",
@@ -649,7 +654,8 @@ int cmd_mutants(double seconds_per_mutant, std::uint32_t ops, bool json,
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "cowstate: deterministic simulation testbed for the copy-on-write state map.\n"
+      "cowstate: deterministic simulation testbed for the copy-on-write state map and the keyed "
+      "state backend.\n"
       "Exit codes: 0 pass, 1 correctness failure, 2 bad input or usage, 3 crash or assertion "
       "caught, "
       "4 stuck schedule (step bound hit)."};
@@ -679,6 +685,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   f->add_flag("--json", fuzz_json, "one JSON line per finished run on stdout");
   f->add_option("--out", out_dir, "directory for failing case files and shrunk scenarios")
+      ->capture_default_str();
+  std::string fuzz_workload = "map";
+  f->add_option("--workload", fuzz_workload,
+                "map (one copy-on-write map) or backend (a keyed backend with checkpoints)")
+      ->check(CLI::IsMember({"map", "backend"}))
       ->capture_default_str();
   double fuzz_shrink = 30;
   f->add_option("--shrink-seconds", fuzz_shrink, "time to shrink a failure (0: no shrink)")
@@ -764,6 +775,7 @@ int main(int argc, char** argv) {
       return kExitUsage;
     }
     if (fuzz.runs == 0 && fuzz.time_seconds <= 0) fuzz.runs = 100;
+    fuzz.workload = fuzz_workload == "backend" ? WorkloadKind::backend : WorkloadKind::map;
     return cmd_fuzz(fuzz, fuzz_json, out_dir, fuzz_shrink);
   }
   if (*r) return cmd_replay(replay_file);

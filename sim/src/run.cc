@@ -21,6 +21,7 @@
 #include "cowstate/sim/fiber.h"
 #include "cowstate/sim/random.h"
 #include "cowstate/snapshot_io.h"
+#include "sim_core.h"
 
 namespace cowstate::sim {
 
@@ -58,6 +59,15 @@ const char* outcome_name(Outcome outcome) noexcept {
 
 namespace {
 
+using detail::AssertionCaught;
+using detail::CheckFailed;
+using detail::Digest;
+using detail::expect;
+using detail::kNoTask;
+using detail::ScenarioInvalid;
+using detail::Task;
+using detail::TaskKind;
+
 using Key = std::uint64_t;
 using Ns = std::int32_t;
 using State = std::vector<std::int64_t>;
@@ -76,18 +86,6 @@ using Image = Model::Image;
 using Writer = MapSnapshotWriter<Map, UInt64Serializer, Int32Serializer, VectorInt64Serializer>;
 using Access = CowStateMapAccess;
 
-// A check failed: thrown inside a task, caught by the scheduler.
-struct CheckFailed {
-  std::string check;
-  std::string message;
-  int line = 0;  // scenario line of a failed expectation
-};
-// A scenario step that cannot run as written.
-struct ScenarioInvalid {
-  int line;
-  std::string message;
-};
-
 class Simulation;
 // A run that failed in the middle of a writer operation leaves the map in a state its
 // destructor cannot walk; such maps are parked here instead of destroyed.
@@ -96,56 +94,9 @@ std::vector<std::unique_ptr<M>>& graveyard() {
   static std::vector<std::unique_ptr<M>> maps;
   return maps;
 }
-// A production assertion fired (the handler below turns it into this exception).
-struct AssertionCaught {
-  std::string invariant;
-  std::string message;
-};
-
-[[noreturn]] void throw_assertion(const char* expr, const char* invariant, const char* message,
-                                  const char* file, int line) {
-  throw AssertionCaught{invariant, std::string(message) + " (" + expr + " at " + file + ":" +
-                                       std::to_string(line) + ")"};
-}
-
 std::string text(const State& s) { return model::to_text(s); }
 std::string text(const std::optional<State>& s) { return s ? text(*s) : "absent"; }
 std::string text(const State* s) { return s ? text(*s) : "absent"; }
-
-constexpr std::uint32_t kNoTask = 0xffffffffu;
-
-Simulation* g_current = nullptr;  // the run whose fibers are executing (one thread)
-
-enum class TaskKind : std::uint8_t { writer, serializer, releaser };
-
-struct Task {
-  std::uint32_t id = 0;
-  std::string name;         // in the trace: writer, ser1, releaser
-  std::string script_name;  // in scenarios: writer, s1, releaser
-  TaskKind kind = TaskKind::writer;
-  std::uint32_t weight = 1;
-  Prng rng{0};
-  std::unique_ptr<Fiber> fiber;
-  // Where the task is: steps it finished and yields taken inside the current one.
-  std::uint64_t units_done = 0;
-  std::uint64_t inner_yields = 0;
-  const char* point = "";  // the yield point it stopped at, while inner_yields > 0
-  // Scenario runs: the task's step lines (`continue` lines excluded) and the next one.
-  std::vector<const StepLine*> program;
-  std::size_t next_line = 0;
-  const StepLine* current_line = nullptr;  // the line its current step runs
-};
-
-// FNV-1a over the words of a state, for exploration dedup.
-struct Digest {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  void add(std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (v >> (8 * i)) & 0xff;
-      h *= 0x100000001b3ULL;
-    }
-  }
-};
 
 struct SnapshotRecord {
   std::uint32_t number = 0;  // s1, s2, ... in start order
@@ -187,13 +138,11 @@ struct Scratch {
 };
 std::unique_ptr<Scratch> make_scratch() { return std::make_unique<Scratch>(); }
 
-class Simulation {
+class Simulation final : public detail::SimCore {
  public:
   Simulation(const RunConfig& config, Strategy& strategy)
-      : config_(config),
+      : SimCore(config, strategy),
         opts_(options_for(config)),
-        strategy_(strategy),
-        scenario_(config.scenario),
         map_(std::make_unique<Map>(MapOptions{.initial_capacity = opts_.initial_capacity,
                                               .min_capacity = opts_.min_capacity,
                                               .max_capacity = opts_.max_capacity},
@@ -214,22 +163,9 @@ class Simulation {
   // A scenario's workload: its capacities and hash; everything else comes from its lines.
   static WorkloadOptions options_for(const RunConfig& config) {
     if (config.scenario == nullptr) return config.workload;
-    const ScenarioConfig& c = config.scenario->config;
     WorkloadOptions o;
-    o.initial_capacity = c.initial_capacity;
-    o.min_capacity = c.min_capacity;
-    o.max_capacity = c.max_capacity;
-    o.identity_hash = c.identity_hash;
-    o.deep_check_every = 1;
-    o.ops_max = 0;
-    o.cancel_percent = 0;
-    for (const ScenarioItem& item : config.scenario->items) {
-      const auto* s = std::get_if<StepLine>(&item);
-      if (s == nullptr || s->action.kind == ActionKind::resume) continue;
-      if (s->task == "writer") ++o.ops_max;
-      if (s->task == "releaser") o.cancel_percent = 1;  // the releaser task exists
-    }
-    return o;
+    o.identity_hash = config.scenario->config.identity_hash;
+    return detail::scenario_options(*config.scenario, o);
   }
 
   // Unwinds unfinished tasks first (their stacks refer to snapshots), then releases the
@@ -238,18 +174,7 @@ class Simulation {
     // A run stopped between two steps may have left the writer inside an operation; let it
     // finish that operation (nothing else runs) so the map is whole again. A production
     // assertion, though, may have left the map broken: that map is parked, not freed.
-    if (!map_broken_ && writer_in_op_ && !tasks_.empty()) {
-      Task& w = *tasks_[0];
-      running_ = &w;
-      while (writer_in_op_ && !w.fiber->finished()) {
-        try {
-          w.fiber->resume();
-        } catch (...) {
-          break;
-        }
-      }
-      running_ = nullptr;
-    }
+    if (!map_broken_) finish_writer_op();
     tasks_.clear();
     snapshots_.clear();
     if (map_broken_ || writer_in_op_) graveyard<Map>().push_back(std::move(map_));
@@ -257,60 +182,7 @@ class Simulation {
   Simulation(const Simulation&) = delete;
   Simulation& operator=(const Simulation&) = delete;
 
-  RunResult run();
-
-  // Called at every COWSTATE_YIELD point inside production code.
-  void on_yield(const char* point) {
-    if (!Fiber::in_fiber() || running_ == nullptr) return;
-    ++result_.stats.yields;
-    ++running_->inner_yields;
-    running_->point = point;
-    trace(running_->name + " yield " + point);
-    Fiber::yield();
-  }
-
  private:
-  // --- tasks ---
-  Task& spawn(std::string name, std::string script_name, TaskKind kind, std::uint32_t weight,
-              std::function<void()> body) {
-    auto t = std::make_unique<Task>();
-    t->id = static_cast<std::uint32_t>(tasks_.size());
-    t->name = std::move(name);
-    t->script_name = std::move(script_name);
-    t->kind = kind;
-    t->weight = weight;
-    t->rng = Prng(derive_seed(config_.seed, 1000 + t->id));
-    t->fiber = std::make_unique<Fiber>(std::move(body));
-    if (scenario_ != nullptr) {
-      for (const ScenarioItem& item : scenario_->items) {
-        const auto* s = std::get_if<StepLine>(&item);
-        if (s != nullptr && s->task == t->script_name && s->action.kind != ActionKind::resume) {
-          t->program.push_back(s);
-        }
-      }
-    }
-    if (config_.record) result_.tasks.push_back(TaskRecord{t->script_name, {}});
-    tasks_.push_back(std::move(t));
-    return *tasks_.back();
-  }
-  // The task's next scenario line (nullptr past its last one, or in generated runs).
-  const StepLine* take_line(Task& t) {
-    if (scenario_ == nullptr || t.next_line >= t.program.size()) return nullptr;
-    t.current_line = t.program[t.next_line++];
-    return t.current_line;
-  }
-  void begin_action(Task& t, const Action& a) {
-    if (config_.record) result_.tasks[t.id].actions.push_back(a);
-  }
-  // Ends the task's current step (before its Fiber::yield).
-  static void end_unit(Task& t) {
-    ++t.units_done;
-    t.inner_yields = 0;
-    t.point = "";
-  }
-  [[noreturn]] void invalid(const Task& t, const std::string& message) {
-    throw ScenarioInvalid{t.current_line != nullptr ? t.current_line->line : 0, message};
-  }
   void writer_body();
   void serializer_body(SnapshotRecord& rec, Task& self);
   void releaser_body(Task& self);
@@ -321,7 +193,7 @@ class Simulation {
     }
     return nullptr;
   }
-  bool is_runnable(const Task& t) const {
+  bool is_runnable(const Task& t) const override {
     if (t.fiber->finished()) return false;
     if (t.kind != TaskKind::releaser) return true;
     if (scenario_ != nullptr) {
@@ -351,60 +223,26 @@ class Simulation {
   std::size_t live_snapshots() const { return live_count_; }
 
   // --- checks ---
-  static void expect(bool ok, std::string check, const std::string& message) {
-    if (!ok) throw CheckFailed{std::move(check), message};
-  }
   void check_minimal(const Access::EntryInfo& before, std::uint32_t h, Key k, Ns n,
                      bool state_in_place, const char* what);
-  void after_step_checks();
+  void after_step_checks() override;
   void deep_checks();
-  void check_expectation(const Expectation& e);
+  void check_expectation(const Expectation& e) override;
   Image snapshot_contents(const SnapshotRecord& r);
-  // Everything that decides the rest of the run, hashed (for exploration dedup).
-  std::uint64_t digest() const;
+  std::uint64_t digest() const override;
+  void start() override;
+  void after_resume(Task& t, const StepRecord& rec) override;
+  void on_assertion() override { map_broken_ = true; }
 
-  // --- scenario runs ---
-  void run_fixed();
-  void run_strategy();
-  void finish_tasks();   // runs every unfinished task to its end, lowest id first
-  void resume(Task& t);  // one scheduler step of t, with its bookkeeping and checks
   // (key, ns) -> (slot, state object) of every live entry; for "what was copied".
   using Placement = std::map<std::pair<Key, Ns>, std::pair<std::uint32_t, const void*>>;
   Placement placement() const;
   MapLayout layout() const;
 
-  void trace(const std::string& line) {
-    const std::string full = std::to_string(result_.stats.steps) + " " + line;
-    for (const char c : full) {
-      hash_ ^= static_cast<std::uint8_t>(c);
-      hash_ *= 0x100000001b3ULL;
-    }
-    hash_ ^= static_cast<unsigned char>('\n');
-    hash_ *= 0x100000001b3ULL;
-    if (config_.on_step) step_trace_.push_back(full);
-    if (config_.keep_trace) {
-      result_.trace.push_back(full);
-    } else {
-      if (tail_.size() < config_.trace_tail) {
-        tail_.push_back(full);
-      } else if (!tail_.empty()) {
-        tail_[tail_next_] = full;  // ring buffer: tail_next_ is the oldest line
-      }
-      if (config_.trace_tail > 0) tail_next_ = (tail_next_ + 1) % config_.trace_tail;
-    }
-  }
-
-  RunConfig config_;
   WorkloadOptions opts_;
-  Strategy& strategy_;
-  const Scenario* scenario_;
   std::unique_ptr<Map> map_;
   std::unique_ptr<Model> model_;
-  std::vector<std::unique_ptr<Task>> tasks_;
   std::vector<std::unique_ptr<SnapshotRecord>> snapshots_;
-  Task* running_ = nullptr;
-  bool writer_done_ = false;
-  bool writer_in_op_ = false;
   bool map_broken_ = false;  // a production assertion fired mid-operation
   bool dirty_ = true;        // a step may have changed the map or the model since the checks
   std::uint64_t dirty_steps_ = 0;
@@ -412,16 +250,10 @@ class Simulation {
   std::size_t undecided_count_ = 0;  // live snapshots the releaser has not decided on
   std::unique_ptr<Scratch> rows_ = make_scratch();  // buffers of the deep checks
   VisitCursor visit_cursor_;
-  std::uint64_t step_bound_ = 0;
-  std::uint64_t hash_ = 0xcbf29ce484222325ULL;
-  std::vector<std::string> tail_;
-  std::size_t tail_next_ = 0;
   // What the writer's last finished step copied (scenario expectations, explain).
   bool track_copies_ = false;
   Placement before_op_;
   std::set<EntryKey> copied_entries_, copied_states_;
-  std::vector<std::string> step_trace_;  // trace lines of the current step, for on_step
-  RunResult result_;
 };
 
 Action Simulation::generate(Prng& rng) {
@@ -460,36 +292,24 @@ Action Simulation::generate(Prng& rng) {
 }
 
 void Simulation::writer_body() {
-  Task& self = *tasks_[0];
-  for (std::uint32_t i = 0; i < opts_.ops_max; ++i) {
-    const StepLine* line = take_line(self);
-    const Action action = line != nullptr ? line->action : generate(self.rng);
-    begin_action(self, action);
-    if (track_copies_) before_op_ = placement();
-    writer_in_op_ = true;
-    try {
-      execute(action);
-    } catch (const CheckFailed&) {
-      writer_in_op_ = false;  // checks run after the map call returned: the map is whole
-      throw;
-    }
-    writer_in_op_ = false;
-    if (track_copies_) {
-      copied_entries_.clear();
-      copied_states_.clear();
-      const Placement after = placement();
-      for (const auto& [key, where] : after) {
-        auto it = before_op_.find(key);
-        if (it == before_op_.end()) continue;
-        if (it->second.first != where.first) copied_entries_.insert(key);
-        if (it->second.second != where.second) copied_states_.insert(key);
-      }
-    }
-    ++result_.stats.ops;
-    end_unit(self);
-    Fiber::yield();
-  }
-  writer_done_ = true;
+  writer_loop(
+      opts_.ops_max, [this](Prng& rng) { return generate(rng); },
+      [this](const Action& action) {
+        if (track_copies_) before_op_ = placement();
+        execute(action);
+      },
+      [this] {
+        if (!track_copies_) return;
+        copied_entries_.clear();
+        copied_states_.clear();
+        const Placement after = placement();
+        for (const auto& [key, where] : after) {
+          auto it = before_op_.find(key);
+          if (it == before_op_.end()) continue;
+          if (it->second.first != where.first) copied_entries_.insert(key);
+          if (it->second.second != where.second) copied_states_.insert(key);
+        }
+      });
 }
 
 void Simulation::check_minimal(const Access::EntryInfo& before, std::uint32_t h, Key k, Ns n,
@@ -884,12 +704,7 @@ std::uint64_t Simulation::digest() const {
   d.add(Access::retired_entries(*map_));
   d.add(Access::retired_states(*map_));
   d.add(Access::pool_slots(*map_));
-  for (const auto& t : tasks_) {
-    d.add(t->fiber->finished());
-    d.add(t->units_done);
-    d.add(t->inner_yields);
-    for (int w = 0; w < 4; ++w) d.add(t->rng.state()[w]);
-  }
+  digest_tasks(d);
   for (const auto& r : snapshots_) {
     d.add(r->version);
     d.add(static_cast<std::uint64_t>(r->released) | (std::uint64_t{r->cancel} << 1) |
@@ -1118,36 +933,12 @@ void Simulation::check_expectation(const Expectation& e) {
     }
     case ExpectKind::failure:
       return;  // judged on the outcome of the whole run
+    case ExpectKind::latest:
+      fail("a backend expectation in a map scenario");
   }
 }
 
-void Simulation::resume(Task& t) {
-  StepRecord rec;
-  rec.task = t.id;
-  rec.resumed = t.inner_yields > 0;
-  if (config_.record)
-    rec.first_action = static_cast<std::uint32_t>(result_.tasks[t.id].actions.size());
-  result_.schedule.push_back(t.id);
-  step_trace_.clear();
-  running_ = &t;
-  // The step is recorded even when a check inside it throws: a failing run's last step
-  // belongs to the scenario that reproduces it.
-  auto finish_record = [this, &t, &rec] {
-    running_ = nullptr;
-    ++result_.stats.steps;
-    if (t.inner_yields > 0) rec.paused_at = t.point;
-    if (config_.record) {
-      rec.end_action = static_cast<std::uint32_t>(result_.tasks[t.id].actions.size());
-      result_.steps.push_back(rec);
-    }
-  };
-  try {
-    t.fiber->resume();
-  } catch (...) {
-    finish_record();
-    throw;
-  }
-  finish_record();
+void Simulation::after_resume(Task& t, const StepRecord& rec) {
   if (t.kind == TaskKind::writer) dirty_ = true;
   after_step_checks();
   if (config_.on_step) {
@@ -1172,113 +963,7 @@ void Simulation::resume(Task& t) {
   }
 }
 
-void Simulation::run_strategy() {
-  std::uint32_t last = kNoTask;
-  std::vector<TaskView> runnable;
-  for (;;) {
-    runnable.clear();
-    bool unfinished = false;
-    for (auto& t : tasks_) {
-      unfinished = unfinished || !t->fiber->finished();
-      if (is_runnable(*t)) runnable.push_back(TaskView{t->id, t->weight});
-    }
-    if (runnable.empty()) {
-      if (!unfinished) break;
-      result_.outcome = Outcome::stuck;
-      result_.check = "deadlock";
-      result_.message = "unfinished tasks but none runnable";
-      break;
-    }
-    if (result_.stats.steps >= step_bound_) {
-      result_.outcome = Outcome::stuck;
-      result_.check = "steps";
-      result_.message = "step bound " + std::to_string(step_bound_) + " hit";
-      break;
-    }
-    if (strategy_.wants_digest() && !strategy_.on_state(digest())) {
-      result_.abandoned = true;
-      trace("abandoned: state already explored");
-      break;
-    }
-    const std::uint32_t id = strategy_.pick(runnable, last, result_.stats.steps);
-    Task& t = *tasks_.at(id);
-    COWSTATE_ASSERT(!t.fiber->finished(), "T2", "strategy picked a finished task");
-    resume(t);
-    last = id;
-  }
-}
-
-Task* find_task(const std::vector<std::unique_ptr<Task>>& tasks, const std::string& name) {
-  for (const auto& t : tasks) {
-    if (t->script_name == name) return t.get();
-  }
-  return nullptr;
-}
-
-// A fixed schedule: each step line runs its task until the step ends or, with `pause at`,
-// until the task reaches that yield point; yields at other points pass through.
-void Simulation::run_fixed() {
-  for (const ScenarioItem& item : scenario_->items) {
-    if (const auto* e = std::get_if<Expectation>(&item)) {
-      check_expectation(*e);
-      continue;
-    }
-    const StepLine& line = std::get<StepLine>(item);
-    Task* t = find_task(tasks_, line.task);
-    if (t == nullptr || t->fiber->finished()) {
-      const bool serializer = line.task != "writer" && line.task != "releaser";
-      throw ScenarioInvalid{line.line, line.task + (serializer ? "'s serializer" : "") +
-                                           " has finished; it has no step left to run"};
-    }
-    const bool resuming = line.action.kind == ActionKind::resume;
-    COWSTATE_ASSERT(resuming == (t->inner_yields > 0), "T2",
-                    "the parser lets `continue` follow exactly the paused lines");
-    const std::uint64_t units = t->units_done;
-    for (;;) {
-      if (result_.stats.steps >= step_bound_) {
-        throw CheckFailed{"steps", "step bound " + std::to_string(step_bound_) + " hit", line.line};
-      }
-      resume(*t);
-      const bool ended = t->fiber->finished() || t->units_done != units;
-      if (ended) {
-        if (!line.pause.empty()) {
-          throw ScenarioInvalid{
-              line.line, line.task + "'s step ended without reaching yield point " + line.pause};
-        }
-        break;
-      }
-      if (!line.pause.empty() && line.pause == t->point) break;
-    }
-  }
-}
-
-void Simulation::finish_tasks() {
-  for (;;) {
-    Task* next = nullptr;
-    for (auto& t : tasks_) {
-      if (is_runnable(*t)) {
-        next = t.get();
-        break;
-      }
-    }
-    if (next == nullptr) break;
-    if (result_.stats.steps >= step_bound_) {
-      throw CheckFailed{"steps", "step bound " + std::to_string(step_bound_) + " hit", 0};
-    }
-    resume(*next);
-  }
-  for (auto& t : tasks_) {
-    if (!t->fiber->finished()) {
-      throw CheckFailed{"deadlock",
-                        t->script_name +
-                            " cannot finish: it waits for a snapshot "
-                            "that never starts",
-                        0};
-    }
-  }
-}
-
-RunResult Simulation::run() {
+void Simulation::start() {
   if (scenario_ != nullptr) {
     trace("scenario " + scenario_->file + " seed " + std::to_string(config_.seed) + " " +
           (scenario_->config.fixed_schedule ? "fixed schedule" : "free schedule"));
@@ -1290,89 +975,15 @@ RunResult Simulation::run() {
   if (opts_.cancel_percent > 0) {
     spawn("releaser", "releaser", TaskKind::releaser, 1, [this] { releaser_body(*tasks_[1]); });
   }
-  try {
-    if (scenario_ != nullptr && scenario_->config.fixed_schedule) {
-      run_fixed();
-      finish_tasks();
-    } else {
-      run_strategy();
-    }
-    if (scenario_ != nullptr && result_.outcome == Outcome::pass && !result_.abandoned) {
-      after_step_checks();
-      if (!scenario_->config.fixed_schedule) {
-        for (const ScenarioItem& item : scenario_->items) {
-          if (const auto* e = std::get_if<Expectation>(&item)) check_expectation(*e);
-        }
-      }
-    }
-  } catch (const CheckFailed& f) {
-    result_.outcome = Outcome::failure;
-    result_.check = f.check;
-    result_.message = f.message;
-    result_.failed_line = f.line;
-  } catch (const AssertionCaught& a) {
-    map_broken_ = true;
-    result_.outcome = Outcome::assertion;
-    result_.check = a.invariant;
-    result_.message = a.message;
-  } catch (const ScenarioInvalid& s) {
-    result_.outcome = Outcome::invalid;
-    result_.check = "scenario";
-    result_.message = (scenario_ != nullptr ? scenario_->file : std::string("?")) + ":" +
-                      std::to_string(s.line) + ": " + s.message;
-    result_.failed_line = s.line;
-  }
-  running_ = nullptr;
-  if (scenario_ != nullptr && !result_.abandoned && result_.outcome != Outcome::invalid) {
-    // `expect failure CHECK`: the run passes exactly when it fails at CHECK.
-    for (const ScenarioItem& item : scenario_->items) {
-      const auto* e = std::get_if<Expectation>(&item);
-      if (e == nullptr || e->kind != ExpectKind::failure) continue;
-      if (result_.outcome != Outcome::pass && result_.check == e->target) {
-        trace("expected failure " + e->target + ": " + result_.message);
-        result_.outcome = Outcome::pass;
-        result_.check = "";
-        result_.message = "";
-      } else if (result_.outcome == Outcome::pass) {
-        result_.outcome = Outcome::failure;
-        result_.check = "expect";
-        result_.message = scenario_->file + ":" + std::to_string(e->line) +
-                          ": expected the run to fail check " + e->target + ", it passed";
-        result_.failed_line = e->line;
-      }
-      break;
-    }
-  }
-  if (result_.outcome != Outcome::pass) {
-    trace("FAIL " + result_.check + ": " + result_.message);
-  }
-  result_.trace_hash = hash_;
-  if (!config_.keep_trace) {
-    if (tail_.size() == config_.trace_tail) {  // oldest first
-      std::rotate(tail_.begin(), tail_.begin() + static_cast<std::ptrdiff_t>(tail_next_),
-                  tail_.end());
-    }
-    result_.trace = tail_;
-  }
-  return std::move(result_);
 }
 
 }  // namespace
 
 RunResult run_once(const RunConfig& config, Strategy& strategy) {
-  auto sim = std::make_unique<Simulation>(config, strategy);
-  AssertHandler previous = set_assert_handler(&throw_assertion);
-#if defined(COWSTATE_SIM_HOOKS) && COWSTATE_SIM_HOOKS
-  hooks::yield_fn() = [](const char* point) {
-    if (g_current != nullptr) g_current->on_yield(point);
-  };
-#endif
-  g_current = sim.get();
-  RunResult result = sim->run();
-  g_current = nullptr;
-  sim.reset();
-  set_assert_handler(previous);
-  return result;
+  const bool backend = config.scenario != nullptr ? config.scenario->config.backend
+                                                  : config.kind == WorkloadKind::backend;
+  if (backend) return detail::run_simulation(detail::make_backend_simulation(config, strategy));
+  return detail::run_simulation(std::make_unique<Simulation>(config, strategy));
 }
 
 }  // namespace cowstate::sim

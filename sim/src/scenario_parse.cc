@@ -44,8 +44,55 @@ const char* action_name(ActionKind kind) noexcept {
       return "release";
     case ActionKind::resume:
       return "continue";
+    case ActionKind::value_state:
+      return "value";
+    case ActionKind::list_state:
+      return "list";
+    case ActionKind::map_state:
+      return "map";
+    case ActionKind::reducing_state:
+      return "reducing";
+    case ActionKind::aggregating_state:
+      return "aggregating";
+    case ActionKind::checkpoint:
+      return "checkpoint";
+    case ActionKind::restore:
+      return "restore";
+    case ActionKind::fail:
+      return "fail";
   }
   return "?";
+}
+
+const char* state_op_name(StateOp op) noexcept {
+  switch (op) {
+    case StateOp::get:
+      return "get";
+    case StateOp::update:
+      return "update";
+    case StateOp::clear:
+      return "clear";
+    case StateOp::add:
+      return "add";
+    case StateOp::add_all:
+      return "add_all";
+    case StateOp::put:
+      return "put";
+    case StateOp::remove:
+      return "remove";
+    case StateOp::merge:
+      return "merge";
+  }
+  return "?";
+}
+
+const std::vector<BackendStateInfo>& backend_states() {
+  static const std::vector<BackendStateInfo> states = {{ActionKind::value_state, "count"},
+                                                       {ActionKind::list_state, "events"},
+                                                       {ActionKind::map_state, "attrs"},
+                                                       {ActionKind::reducing_state, "sum"},
+                                                       {ActionKind::aggregating_state, "avg"}};
+  return states;
 }
 
 const std::vector<std::string>& yield_points() {
@@ -278,12 +325,44 @@ class Parser {
         c.strategy = v.text;
       } else if (key.text == "pct_depth") {
         c.pct_depth = positive("a PCT depth (a positive number)", 64);
+      } else if (key.text == "workload") {
+        const Token v = want_word("'map' or 'backend'");
+        if (v.text != "map" && v.text != "backend") fail(v, "'map' or 'backend'");
+        c.backend = v.text == "backend";
+      } else if (key.text == "max_parallelism") {
+        c.max_parallelism = static_cast<std::int32_t>(
+            positive("a max parallelism (a positive number)", kMaxParallelism));
+      } else if (key.text == "key_groups") {
+        c.key_groups = group_range("a key-group range FIRST-LAST");
       } else {
         fail(key,
              "a setting (capacity, min_capacity, max_capacity, hash, schedule, seed, strategy, "
-             "pct_depth)");
+             "pct_depth, workload, max_parallelism, key_groups)");
       }
     }
+    if (c.key_groups.last >= c.max_parallelism) {
+      fail(toks_[0],
+           "key_groups within [0, max_parallelism " + std::to_string(c.max_parallelism) + ")",
+           std::to_string(c.key_groups.first) + "-" + std::to_string(c.key_groups.last));
+    }
+  }
+
+  // Backends a scenario creates are bounded so bad input cannot exhaust memory.
+  static constexpr std::uint32_t kMaxParallelism = 1024;
+
+  // FIRST-LAST (the tokenizer reads "-LAST" as a negative number).
+  GroupRange group_range(const std::string& what) {
+    const Token at = peek();
+    GroupRange r;
+    r.first = static_cast<std::int32_t>(number<std::uint32_t>(what + " (a number, then -LAST)"));
+    const Token last = peek();
+    if (last.kind != Tok::number || last.text[0] != '-') fail(last, "'-' and the last key group");
+    r.last = -number<std::int32_t>("'-' and the last key group");
+    if (r.first > r.last || r.last >= static_cast<std::int32_t>(kMaxParallelism)) {
+      fail(at, what + " with FIRST <= LAST < " + std::to_string(kMaxParallelism),
+           std::to_string(r.first) + "-" + std::to_string(r.last));
+    }
+    return r;
   }
 
   // Capacities a scenario allocates up front are bounded so bad input cannot exhaust memory.
@@ -362,9 +441,19 @@ class Parser {
     Expectation e;
     e.line = line_no_;
     e.column = start.column;
-    const Token what =
-        want_word("a snapshot name, 'live', 'copied', 'versions', 'retired' or 'failure'");
-    if (what.text == "copied") {
+    const Token what = want_word(
+        "a snapshot name, 'live', 'copied', 'versions', 'retired', 'failure' or 'latest'");
+    if (what.text == "latest") {
+      if (!scenario_.config.backend) fail(what, "an expectation of the map workload", "'latest'");
+      e.kind = ExpectKind::latest;
+      const Token name = want_word("a checkpoint name or 'none'");
+      if (name.text != "none" && !snapshots_.count(name.text)) {
+        fail(name, "'none' or a checkpoint started above (" + known_snapshots() + ")");
+      }
+      e.target = name.text;
+    } else if (what.text == "copied") {
+      if (scenario_.config.backend)
+        fail(what, "an expectation of the backend workload", "'copied'");
       if (!scenario_.config.fixed_schedule) {
         fail(what, "an expectation that holds in any interleaving",
              "'copied' in a free schedule (it needs schedule=fixed)");
@@ -402,6 +491,15 @@ class Parser {
         fail(what, "'live' or a snapshot started above (" + known_snapshots() + ")");
       }
       e.target = what.text;
+      if (scenario_.config.backend) {
+        if (peek().kind == Tok::word && peek().text == "into") {
+          if (what.text == "live") fail(peek(), "'s='", "'into' after 'live'");
+          next();
+          e.into = group_range("a key-group range FIRST-LAST");
+        }
+        assignment("s");
+        e.state = state_name(nullptr);
+      }
       want_punct("=");
       e.image = image();
     }
@@ -439,7 +537,8 @@ class Parser {
         }
         const ActionKind k = s.action.kind;
         if (k == ActionKind::snapshot || k == ActionKind::cancel || k == ActionKind::keep ||
-            k == ActionKind::release) {
+            k == ActionKind::release || k == ActionKind::checkpoint || k == ActionKind::restore ||
+            k == ActionKind::fail) {
           fail(p, "end of line (a " + std::string(action_name(k)) + " has no yield point)",
                "'pause'");
         }
@@ -490,13 +589,17 @@ class Parser {
       }
       return;
     }
-    if (writer) {
+    if (writer && scenario_.config.backend) {
+      backend_writer_action(verb, a);
+    } else if (writer) {
       writer_action(verb, a);
     } else if (releaser) {
       if (v == "cancel") {
         a.kind = ActionKind::cancel;
       } else if (v == "keep") {
         a.kind = ActionKind::keep;
+      } else if (v == "release" && scenario_.config.backend) {
+        fail(verb, "'cancel' or 'keep' (a checkpoint is stopped by cancelling it)", "'release'");
       } else if (v == "release") {
         if (!scenario_.config.fixed_schedule) {
           fail(verb,
@@ -513,8 +616,19 @@ class Parser {
         fail(name, "a snapshot started above (" + known_snapshots() + ")");
       }
       a.snapshot = name.text;
+    } else if (v == "fail" && scenario_.config.backend) {
+      a.kind = ActionKind::fail;
+      want_keyword("at");
+      want_keyword("write");
+      const Token t = peek();
+      a.budget = number<std::uint32_t>("a file operation number N >= 1");
+      if (a.budget == 0) fail(t, "a file operation number N >= 1", "0");
     } else {
-      if (v != "step") fail(verb, "a serializer action (step N, step all or continue)");
+      if (v != "step") {
+        fail(verb, scenario_.config.backend
+                       ? "a serializer action (step N, step all, fail at write N or continue)"
+                       : "a serializer action (step N, step all or continue)");
+      }
       a.kind = ActionKind::step;
       if (peek().kind == Tok::word && peek().text == "all") {
         next();
@@ -525,6 +639,150 @@ class Parser {
         if (a.budget == 0) fail(t, "a number of entries >= 1 or 'all'", "0");
       }
     }
+  }
+
+  // s=NAME: one of the backend's states; of kind `kind` unless that is null.
+  std::string state_name(const ActionKind* kind) {
+    const Token t = want_word("a state name");
+    std::string names;
+    for (const BackendStateInfo& info : backend_states()) {
+      if (t.text == info.name && (kind == nullptr || *kind == info.kind)) return t.text;
+      if (kind == nullptr || *kind == info.kind) {
+        names += (names.empty() ? "" : ", ") + std::string(info.name);
+      }
+    }
+    fail(t, kind == nullptr ? "a state name (" + names + ")"
+                            : "the " + std::string(action_name(*kind)) + " state (" + names + ")");
+  }
+
+  std::vector<std::int32_t> namespace_list() {
+    std::vector<std::int32_t> out;
+    want_punct("[");
+    if (!at_punct("]")) {
+      out.push_back(number<std::int32_t>("a namespace (a number)"));
+      while (at_punct(",")) {
+        next();
+        out.push_back(number<std::int32_t>("a namespace (a number)"));
+      }
+    }
+    want_punct("]");
+    return out;
+  }
+
+  // A writer line of the backend workload (grammar in docs/scenario-format.md).
+  void backend_writer_action(const Token& verb, Action& a) {
+    static const std::map<std::string, ActionKind> kWriter = {
+        {"value", ActionKind::value_state},
+        {"list", ActionKind::list_state},
+        {"map", ActionKind::map_state},
+        {"reducing", ActionKind::reducing_state},
+        {"aggregating", ActionKind::aggregating_state},
+        {"checkpoint", ActionKind::checkpoint},
+        {"restore", ActionKind::restore}};
+    auto it = kWriter.find(verb.text);
+    if (it == kWriter.end()) {
+      fail(verb,
+           "a writer action of the backend workload (value, list, map, reducing, aggregating, "
+           "checkpoint, restore or continue)");
+    }
+    a.kind = it->second;
+    if (a.kind == ActionKind::checkpoint) {
+      const Token name = want_word("a checkpoint name");
+      new_task_name(name, "a checkpoint name", "a new checkpoint name");
+      a.snapshot = name.text;
+      return;
+    }
+    if (a.kind == ActionKind::restore) {
+      const Token name = want_word("a checkpoint name");
+      if (!snapshots_.count(name.text)) {
+        fail(name, "a checkpoint started above (" + known_snapshots() + ")");
+      }
+      a.snapshot = name.text;
+      want_keyword("into");
+      a.into = group_range("a key-group range FIRST-LAST");
+      if (peek().kind == Tok::word && peek().text == "and") {
+        next();
+        a.also = group_range("a second key-group range FIRST-LAST");
+        if (peek().kind == Tok::word && peek().text == "then") {
+          next();
+          want_keyword("merge");
+          a.merge_back = true;
+        }
+      }
+      return;
+    }
+    assignment("s");
+    a.state = state_name(&a.kind);
+    keyed(a);
+    const Token op = want_word("an operation");
+    auto ops = [&]() -> std::vector<StateOp> {
+      switch (a.kind) {
+        case ActionKind::value_state:
+          return {StateOp::update, StateOp::get, StateOp::clear};
+        case ActionKind::list_state:
+          return {StateOp::add, StateOp::add_all, StateOp::update,
+                  StateOp::get, StateOp::clear,   StateOp::merge};
+        case ActionKind::map_state:
+          return {StateOp::put, StateOp::remove, StateOp::get, StateOp::clear};
+        default:
+          return {StateOp::add, StateOp::get, StateOp::clear, StateOp::merge};
+      }
+    }();
+    std::string names;
+    bool known = false;
+    for (StateOp o : ops) {
+      names += (names.empty() ? "" : ", ") + std::string(state_op_name(o));
+      if (op.text == state_op_name(o)) {
+        a.op = o;
+        known = true;
+      }
+    }
+    if (!known)
+      fail(op, "an operation of a " + std::string(action_name(a.kind)) + " state (" + names + ")");
+    switch (a.op) {
+      case StateOp::update:
+        if (a.kind == ActionKind::list_state) {
+          a.value = value();
+        } else {
+          a.x = number<std::int64_t>("a number");
+        }
+        return;
+      case StateOp::add:
+        a.x = number<std::int64_t>("a number");
+        return;
+      case StateOp::add_all:
+        a.value = value();
+        return;
+      case StateOp::put:
+        a.x = number<std::int64_t>("a user key (a number)");
+        a.value = {number<std::int64_t>("a user value (a number)")};
+        return;
+      case StateOp::remove:
+        a.x = number<std::int64_t>("a user key (a number)");
+        return;
+      case StateOp::get:
+        if (a.kind == ActionKind::map_state) a.x = number<std::int64_t>("a user key (a number)");
+        return;
+      case StateOp::merge:
+        a.sources = namespace_list();
+        return;
+      case StateOp::clear:
+        return;
+    }
+  }
+
+  // A name for a new serializer task (snapshot or checkpoint).
+  void new_task_name(const Token& name, const std::string& what, const std::string& fresh) {
+    if (name.text == "writer" || name.text == "releaser" || name.text == "live" ||
+        name.text == "config" || name.text == "expect" || name.text == "kills" ||
+        name.text == "latest" || name.text == "none") {
+      fail(name, what, "the reserved word '" + name.text + "'");
+    }
+    if (snapshots_.count(name.text)) {
+      fail(name, fresh,
+           "'" + name.text + "', started at line " + std::to_string(snapshots_[name.text]));
+    }
+    snapshots_[name.text] = line_no_;
   }
 
   void keyed(Action& a) {
@@ -591,15 +849,7 @@ class Parser {
         return;
       case ActionKind::snapshot: {
         const Token name = want_word("a snapshot name");
-        if (name.text == "writer" || name.text == "releaser" || name.text == "live" ||
-            name.text == "config" || name.text == "expect" || name.text == "kills") {
-          fail(name, "a snapshot name", "the reserved word '" + name.text + "'");
-        }
-        if (snapshots_.count(name.text)) {
-          fail(name, "a new snapshot name",
-               "'" + name.text + "', started at line " + std::to_string(snapshots_[name.text]));
-        }
-        snapshots_[name.text] = line_no_;
+        new_task_name(name, "a snapshot name", "a new snapshot name");
         a.snapshot = name.text;
         return;
       }

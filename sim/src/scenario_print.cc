@@ -49,6 +49,46 @@ const char* mutation_name(Mutation m) {
   return "?";
 }
 
+std::string range_text(const GroupRange& r) {
+  return std::to_string(r.first) + "-" + std::to_string(r.last);
+}
+
+std::string namespaces_text(const std::vector<std::int32_t>& ns) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < ns.size(); ++i) out += (i ? "," : "") + std::to_string(ns[i]);
+  return out + "]";
+}
+
+// `s=NAME k=K [ns=N] OP ARGS` of a backend state action.
+std::string state_action_text(const Action& a) {
+  std::string out = " s=" + a.state + " " + keyed(a) + " " + state_op_name(a.op);
+  switch (a.op) {
+    case StateOp::update:
+      out +=
+          a.kind == ActionKind::list_state ? " " + value_text(a.value) : " " + std::to_string(a.x);
+      break;
+    case StateOp::add:
+    case StateOp::remove:
+      out += " " + std::to_string(a.x);
+      break;
+    case StateOp::add_all:
+      out += " " + value_text(a.value);
+      break;
+    case StateOp::put:
+      out += " " + std::to_string(a.x) + " " + std::to_string(a.value.empty() ? 0 : a.value[0]);
+      break;
+    case StateOp::get:
+      if (a.kind == ActionKind::map_state) out += " " + std::to_string(a.x);
+      break;
+    case StateOp::merge:
+      out += " " + namespaces_text(a.sources);
+      break;
+    case StateOp::clear:
+      break;
+  }
+  return out;
+}
+
 std::string config_text(const ScenarioConfig& c) {
   const ScenarioConfig d;
   std::string out;
@@ -62,13 +102,24 @@ std::string config_text(const ScenarioConfig& c) {
   if (c.seed != d.seed) add("seed=" + std::to_string(c.seed));
   if (c.strategy != d.strategy) add("strategy=" + c.strategy);
   if (c.pct_depth != d.pct_depth) add("pct_depth=" + std::to_string(c.pct_depth));
+  if (c.backend != d.backend) add("workload=backend");
+  if (c.max_parallelism != d.max_parallelism) {
+    add("max_parallelism=" + std::to_string(c.max_parallelism));
+  }
+  if (c.key_groups != d.key_groups) add("key_groups=" + range_text(c.key_groups));
   return out.empty() ? "" : "config" + out;
 }
 
 std::string expectation_text(const Expectation& e) {
   switch (e.kind) {
     case ExpectKind::image:
+      if (!e.state.empty()) {
+        return "expect " + e.target + (e.into.empty() ? "" : " into " + range_text(e.into)) +
+               " s=" + e.state + " = " + print_image(e.image);
+      }
       return "expect " + e.target + " = " + print_image(e.image);
+    case ExpectKind::latest:
+      return "expect latest " + e.target;
     case ExpectKind::copied:
       if (e.copied_entries.empty() && e.copied_states.empty()) return "expect copied nothing";
       return "expect copied entries=" + key_set_text(e.copied_entries) +
@@ -128,6 +179,24 @@ std::string print_action(const StepLine& line) {
       out += a.budget == 0 ? std::string(" all") : " " + std::to_string(a.budget);
       break;
     case ActionKind::resume:
+      break;
+    case ActionKind::value_state:
+    case ActionKind::list_state:
+    case ActionKind::map_state:
+    case ActionKind::reducing_state:
+    case ActionKind::aggregating_state:
+      out += state_action_text(a);
+      break;
+    case ActionKind::checkpoint:
+      out += " " + a.snapshot;
+      break;
+    case ActionKind::restore:
+      out += " " + a.snapshot + " into " + range_text(a.into);
+      if (!a.also.empty()) out += " and " + range_text(a.also);
+      if (a.merge_back) out += " then merge";
+      break;
+    case ActionKind::fail:
+      out += " at write " + std::to_string(a.budget);
       break;
   }
   if (!line.pause.empty()) out += " pause at " + line.pause;

@@ -34,6 +34,17 @@ Scenario to_scenario(const RunConfig& config, const RunResult& recorded) {
   s.config.min_capacity = config.workload.min_capacity;
   s.config.max_capacity = config.workload.max_capacity;
   s.config.identity_hash = config.workload.identity_hash;
+  if (config.scenario == nullptr && config.kind == WorkloadKind::backend) {
+    const BackendWorkloadOptions& b = config.backend;
+    s.config.backend = true;
+    s.config.initial_capacity = b.initial_capacity;
+    s.config.min_capacity = b.min_capacity;
+    s.config.max_capacity = b.max_capacity;
+    s.config.identity_hash = false;
+    s.config.max_parallelism = static_cast<std::int32_t>(b.max_parallelism);
+    s.config.key_groups = {static_cast<std::int32_t>(b.key_group_first),
+                           static_cast<std::int32_t>(b.key_group_last)};
+  }
   if (config.scenario != nullptr) {
     const ScenarioConfig& c = config.scenario->config;
     s.config.initial_capacity = c.initial_capacity;
@@ -76,6 +87,15 @@ Scenario to_scenario(const RunConfig& config, const RunResult& recorded) {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Actions that start a task named after them (a snapshot's or a checkpoint's serializer).
+bool starts_task(ActionKind k) { return k == ActionKind::snapshot || k == ActionKind::checkpoint; }
+
+bool is_backend_state(ActionKind k) {
+  return k == ActionKind::value_state || k == ActionKind::list_state ||
+         k == ActionKind::map_state || k == ActionKind::reducing_state ||
+         k == ActionKind::aggregating_state;
+}
 
 // A step line with the `continue` lines that finish it: the unit the shrinker deletes.
 struct Group {
@@ -126,13 +146,14 @@ bool well_formed(const Scenario& s) {
     const StepLine& l = std::get<StepLine>(item);
     if (l.task != "writer" && l.task != "releaser" && !started.count(l.task)) return false;
     const ActionKind k = l.action.kind;
-    if ((k == ActionKind::cancel || k == ActionKind::keep || k == ActionKind::release) &&
+    if ((k == ActionKind::cancel || k == ActionKind::keep || k == ActionKind::release ||
+         k == ActionKind::restore) &&
         !started.count(l.action.snapshot)) {
       return false;
     }
     if ((k == ActionKind::resume) != paused[l.task]) return false;
     paused[l.task] = !l.pause.empty();
-    if (k == ActionKind::snapshot) {
+    if (starts_task(k)) {
       if (started.count(l.action.snapshot)) return false;
       started.insert(l.action.snapshot);
     }
@@ -171,13 +192,15 @@ std::uint64_t cost(const Scenario& s) {
          (config << 26) + std::min<std::uint64_t>(data, (std::uint64_t{1} << 26) - 1);
 }
 
-// The same scenario with its snapshots named s1, s2, ... in start order.
+// The same scenario with its snapshots named s1, s2, ... (checkpoints c1, c2, ...) in
+// start order.
 Scenario renamed_snapshots(const Scenario& s) {
   std::map<std::string, std::string> names;
   for (const ScenarioItem& item : s.items) {
     const auto* l = std::get_if<StepLine>(&item);
-    if (l != nullptr && l->action.kind == ActionKind::snapshot) {
-      names.emplace(l->action.snapshot, "s" + std::to_string(names.size() + 1));
+    if (l != nullptr && starts_task(l->action.kind)) {
+      const char* prefix = l->action.kind == ActionKind::checkpoint ? "c" : "s";
+      names.emplace(l->action.snapshot, prefix + std::to_string(names.size() + 1));
     }
   }
   Scenario out = s;
@@ -224,8 +247,7 @@ class Shrinker {
       std::vector<std::string> names;
       for (const ScenarioItem& item : best_.items) {
         const auto* l = std::get_if<StepLine>(&item);
-        if (l != nullptr && l->action.kind == ActionKind::snapshot)
-          names.push_back(l->action.snapshot);
+        if (l != nullptr && starts_task(l->action.kind)) names.push_back(l->action.snapshot);
       }
       for (const std::string& name : names) {
         std::set<std::size_t> drop;
@@ -408,8 +430,8 @@ class Shrinker {
   }
 
   static bool is_keyed(ActionKind k) {
-    return k == ActionKind::put || k == ActionKind::put_and_get_old || k == ActionKind::remove ||
-           k == ActionKind::remove_and_get_old || k == ActionKind::get ||
+    return is_backend_state(k) || k == ActionKind::put || k == ActionKind::put_and_get_old ||
+           k == ActionKind::remove || k == ActionKind::remove_and_get_old || k == ActionKind::get ||
            k == ActionKind::contains || k == ActionKind::get_mutable || k == ActionKind::transform;
   }
 
@@ -433,6 +455,19 @@ class Shrinker {
       change(b);
       if (!(b == a)) out.push_back(std::move(b));
     };
+    if (is_backend_state(a.kind)) {  // arities are fixed by the operation: only smaller data
+      variant([](Action& b) { b.entry.second = 0; });
+      if (a.x != 0) variant([](Action& b) { b.x = 0; });
+      if (a.op == StateOp::put && a.value != StateValue{0}) {
+        variant([](Action& b) { b.value = {0}; });
+      }
+      if (a.op == StateOp::add_all || a.op == StateOp::update) {
+        variant([](Action& b) { b.value.clear(); });
+        variant([](Action& b) { b.value.resize(std::min<std::size_t>(b.value.size(), 1)); });
+      }
+      if (a.sources.size() > 1) variant([](Action& b) { b.sources.resize(1); });
+      return out;
+    }
     if (is_keyed(a.kind)) variant([](Action& b) { b.entry.second = 0; });
     if (!a.value.empty()) {
       variant([](Action& b) { b.value = {}; });

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cowstate/sim/random.h"
@@ -84,12 +85,17 @@ std::string WorkloadOptions::to_string() const {
   return out;
 }
 
-std::optional<WorkloadOptions> WorkloadOptions::parse(std::string_view line, std::string* error) {
-  WorkloadOptions o;
-  auto number = [](std::string_view text, std::uint32_t* out) {
-    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
-    return ec == std::errc() && p == text.data() + text.size();
-  };
+namespace {
+
+bool parse_u32(std::string_view text, std::uint32_t* out) {
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
+  return ec == std::errc() && p == text.data() + text.size();
+}
+
+// Splits `key=value key=value ...`; `assign(key, value, &ok)` returns whether it knows the
+// key and clears ok for a bad value. False (with *error naming the column) on a problem.
+template <class Assign>
+bool parse_items(std::string_view line, std::string* error, Assign&& assign) {
   std::size_t pos = 0;
   while (pos < line.size()) {
     while (pos < line.size() && line[pos] == ' ') ++pos;
@@ -101,53 +107,186 @@ std::optional<WorkloadOptions> WorkloadOptions::parse(std::string_view line, std
     if (eq == std::string_view::npos) {
       *error = "column " + std::to_string(pos + 1) + ": expected key=value, found '" +
                std::string(item) + "'";
-      return std::nullopt;
+      return false;
     }
     const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
-    bool known = false, ok = true;
-    for_each_field(o, [&](const char* name, std::uint32_t& field) {
-      if (key == name) {
-        known = true;
-        ok = number(value, &field);
-      }
-    });
-    if (key == "identity_hash") {
-      known = true;
-      ok = value == "0" || value == "1";
-      o.identity_hash = value == "1";
-    } else if (key == "weights") {
-      known = true;
-      std::size_t i = 0;
-      std::size_t p = 0;
-      while (ok && p <= value.size() && i < kOpCount) {
-        std::size_t comma = value.find(',', p);
-        if (comma == std::string_view::npos) comma = value.size();
-        const std::string_view w = value.substr(p, comma - p);
-        const std::size_t colon = w.find(':');
-        ok = colon != std::string_view::npos && w.substr(0, colon) == op_name(static_cast<Op>(i)) &&
-             number(w.substr(colon + 1), &o.weights[i]);
-        ++i;
-        p = comma + 1;
-      }
-      ok = ok && i == kOpCount && p == value.size() + 1;
-    }
-    if (!known) {
+    bool ok = true;
+    if (!assign(key, value, &ok)) {
       *error = "column " + std::to_string(pos + 1) + ": unknown option '" + std::string(key) + "'";
-      return std::nullopt;
+      return false;
     }
     if (!ok) {
       *error = "column " + std::to_string(pos + eq + 2) + ": bad value for '" + std::string(key) +
                "': '" + std::string(value) + "'";
-      return std::nullopt;
+      return false;
     }
     pos = end;
   }
+  return true;
+}
+
+}  // namespace
+
+std::optional<WorkloadOptions> WorkloadOptions::parse(std::string_view line, std::string* error) {
+  WorkloadOptions o;
+  const bool parsed =
+      parse_items(line, error, [&o](std::string_view key, std::string_view value, bool* ok) {
+        bool known = false;
+        for_each_field(o, [&](const char* name, std::uint32_t& field) {
+          if (key == name) {
+            known = true;
+            *ok = parse_u32(value, &field);
+          }
+        });
+        if (key == "identity_hash") {
+          known = true;
+          *ok = value == "0" || value == "1";
+          o.identity_hash = value == "1";
+        } else if (key == "weights") {
+          known = true;
+          std::size_t i = 0;
+          std::size_t p = 0;
+          while (*ok && p <= value.size() && i < kOpCount) {
+            std::size_t comma = value.find(',', p);
+            if (comma == std::string_view::npos) comma = value.size();
+            const std::string_view w = value.substr(p, comma - p);
+            const std::size_t colon = w.find(':');
+            *ok = colon != std::string_view::npos &&
+                  w.substr(0, colon) == op_name(static_cast<Op>(i)) &&
+                  parse_u32(w.substr(colon + 1), &o.weights[i]);
+            ++i;
+            p = comma + 1;
+          }
+          *ok = *ok && i == kOpCount && p == value.size() + 1;
+        }
+        return known;
+      });
+  if (!parsed) return std::nullopt;
   if (o.keys == 0 || o.namespaces == 0 || o.ops_max == 0 || o.min_capacity == 0 ||
       o.max_capacity == 0 || o.max_capacity > (1u << 30) || o.step_entries_max == 0 ||
       o.live_snapshots_max == 0 || o.cancel_percent > 100 || o.hot_percent > 100) {
     *error =
         "options out of range (keys, namespaces, ops_max, capacities, step_entries_max and "
         "live_snapshots_max must be >= 1; max_capacity <= 2^30; percentages <= 100)";
+    return std::nullopt;
+  }
+  return o;
+}
+
+// ---------------------------------------------------------------------------------------
+// The backend workload
+
+namespace {
+// The options as `key=value` words: the weights first, then the scalars.
+constexpr const char* kWeightNames[] = {"w_value",    "w_list",        "w_map",
+                                        "w_reducing", "w_aggregating", "w_checkpoint"};
+static_assert(std::size(kWeightNames) ==
+              std::tuple_size_v<decltype(BackendWorkloadOptions::weights)>);
+struct BackendField {
+  const char* name;
+  std::uint32_t BackendWorkloadOptions::*member;
+};
+constexpr BackendField kBackendFields[] = {
+    {"keys", &BackendWorkloadOptions::keys},
+    {"namespaces", &BackendWorkloadOptions::namespaces},
+    {"max_parallelism", &BackendWorkloadOptions::max_parallelism},
+    {"key_group_first", &BackendWorkloadOptions::key_group_first},
+    {"key_group_last", &BackendWorkloadOptions::key_group_last},
+    {"initial_capacity", &BackendWorkloadOptions::initial_capacity},
+    {"min_capacity", &BackendWorkloadOptions::min_capacity},
+    {"max_capacity", &BackendWorkloadOptions::max_capacity},
+    {"live_checkpoints_max", &BackendWorkloadOptions::live_checkpoints_max},
+    {"step_entries_max", &BackendWorkloadOptions::step_entries_max},
+    {"cancel_percent", &BackendWorkloadOptions::cancel_percent},
+    {"fault_percent", &BackendWorkloadOptions::fault_percent},
+    {"fault_within", &BackendWorkloadOptions::fault_within},
+    {"deep_check_every", &BackendWorkloadOptions::deep_check_every}};
+
+// The field named `key`, or nullptr.
+std::uint32_t* backend_field(BackendWorkloadOptions& o, std::string_view key) {
+  if (key == "ops_max") return &o.ops_max;
+  for (std::size_t i = 0; i < std::size(kWeightNames); ++i) {
+    if (key == kWeightNames[i]) return &o.weights[i];
+  }
+  for (const BackendField& f : kBackendFields) {
+    if (key == f.name) return &(o.*f.member);
+  }
+  return nullptr;
+}
+}  // namespace
+
+BackendWorkloadOptions BackendWorkloadOptions::swarm(std::uint64_t seed, std::uint32_t ops_max,
+                                                     std::uint32_t deep_check_every) {
+  BackendWorkloadOptions o{.ops_max = ops_max, .deep_check_every = deep_check_every};
+  Prng rng(derive_seed(seed, 0xbac));
+  // Each state kind is switched off with probability 1/5 (one stays on); checkpoints stay on.
+  for (std::size_t i = 0; i < 5; ++i) {
+    o.weights[i] = rng.chance(1, 5) ? 0 : static_cast<std::uint32_t>(rng.between(1, 30));
+  }
+  if (o.weights[0] + o.weights[1] + o.weights[2] + o.weights[3] + o.weights[4] == 0) {
+    o.weights[rng.below(5)] = 10;
+  }
+  o.weights[5] = static_cast<std::uint32_t>(rng.between(1, 6));
+  static constexpr std::uint32_t kKeySpaces[] = {4, 8, 16, 32, 64, 200};
+  o.keys = kKeySpaces[rng.below(std::size(kKeySpaces))];
+  o.namespaces = static_cast<std::uint32_t>(rng.between(1, 3));
+  static constexpr std::uint32_t kParallelism[] = {2, 4, 8, 16, 128};
+  o.max_parallelism = kParallelism[rng.below(std::size(kParallelism))];
+  // The backend's range: everything, or a sub-range of at least two key groups.
+  o.key_group_first = 0;
+  o.key_group_last = o.max_parallelism - 1;
+  if (rng.chance(1, 3)) {
+    o.key_group_first = static_cast<std::uint32_t>(rng.below(o.max_parallelism / 2));
+    o.key_group_last =
+        static_cast<std::uint32_t>(rng.between(o.key_group_first + 1, o.max_parallelism - 1));
+  }
+  static constexpr std::uint32_t kCapacities[] = {1, 2, 4, 8, 64};
+  o.min_capacity = kCapacities[rng.below(4)];
+  o.initial_capacity = kCapacities[rng.below(std::size(kCapacities))];
+  o.max_capacity =
+      rng.chance(1, 4) ? static_cast<std::uint32_t>(1u << rng.between(0, 3)) : (1u << 30);
+  o.live_checkpoints_max = static_cast<std::uint32_t>(rng.between(1, 3));
+  o.step_entries_max = static_cast<std::uint32_t>(rng.between(1, 8));
+  o.cancel_percent = static_cast<std::uint32_t>(rng.below(30));
+  o.fault_percent = static_cast<std::uint32_t>(rng.below(30));
+  o.fault_within = static_cast<std::uint32_t>(rng.between(1, 16));
+  return o;
+}
+
+std::string BackendWorkloadOptions::to_string() const {
+  std::string out = "ops_max=" + std::to_string(ops_max);
+  for (std::size_t i = 0; i < std::size(kWeightNames); ++i) {
+    out += " " + std::string(kWeightNames[i]) + "=" + std::to_string(weights[i]);
+  }
+  for (const BackendField& f : kBackendFields) {
+    out += " " + std::string(f.name) + "=" + std::to_string(this->*f.member);
+  }
+  return out;
+}
+
+std::optional<BackendWorkloadOptions> BackendWorkloadOptions::parse(std::string_view line,
+                                                                    std::string* error) {
+  BackendWorkloadOptions o;
+  const bool parsed =
+      parse_items(line, error, [&o](std::string_view key, std::string_view value, bool* ok) {
+        std::uint32_t* field = backend_field(o, key);
+        if (field != nullptr) *ok = parse_u32(value, field);
+        return field != nullptr;
+      });
+  if (!parsed) return std::nullopt;
+  std::uint32_t state_weights = 0;
+  for (std::size_t i = 0; i < 5; ++i) state_weights += o.weights[i];
+  if (o.keys == 0 || o.namespaces == 0 || o.ops_max == 0 || o.min_capacity == 0 ||
+      o.max_capacity == 0 || o.max_capacity > (1u << 30) || o.step_entries_max == 0 ||
+      o.live_checkpoints_max == 0 || o.cancel_percent > 100 || o.fault_percent > 100 ||
+      o.fault_within == 0 || state_weights == 0 || o.max_parallelism == 0 ||
+      o.max_parallelism > 32768 || o.key_group_first > o.key_group_last ||
+      o.key_group_last >= o.max_parallelism) {
+    *error =
+        "options out of range (keys, namespaces, ops_max, capacities, step_entries_max, "
+        "live_checkpoints_max, fault_within, max_parallelism and a state weight must be >= 1; "
+        "max_capacity <= 2^30; percentages <= 100; key_group_first <= key_group_last < "
+        "max_parallelism <= 32768)";
     return std::nullopt;
   }
   return o;

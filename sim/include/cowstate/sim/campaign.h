@@ -29,6 +29,7 @@ struct CampaignOptions {
   std::uint32_t shard_count = 1;
   std::uint32_t deep_check_every = 1;
   bool stop_at_first_failure = true;
+  WorkloadKind workload = WorkloadKind::map;  // which simulation every run is
 };
 
 // Everything needed to rerun one run exactly.
@@ -36,7 +37,9 @@ struct CaseSpec {
   std::uint64_t seed = 1;
   std::string strategy = "random";
   std::uint32_t pct_depth = 3;
-  WorkloadOptions workload;
+  WorkloadKind kind = WorkloadKind::map;
+  WorkloadOptions workload;        // kind map
+  BackendWorkloadOptions backend;  // kind backend
   // What the recorded run did (for `replay` to confirm it reproduced).
   std::string outcome;
   std::string check;
@@ -62,6 +65,12 @@ std::unique_ptr<Strategy> make_strategy(const std::string& name, std::uint32_t p
                                         std::uint32_t ops);
 // The spec of run `index` of a campaign.
 CaseSpec case_for_run(const CampaignOptions& options, std::uint64_t index);
+// The run config of a case (its seed and workload).
+RunConfig config_for_case(const CaseSpec& spec);
+// Writer operations per run of a case (for the PCT estimate and the replay command).
+std::uint32_t case_ops(const CaseSpec& spec);
+// The case's options as printed before its first step.
+std::string case_options(const CaseSpec& spec);
 RunResult run_case(const CaseSpec& spec, bool keep_trace = false);
 
 // Runs a campaign; `on_run` (if set) sees every finished run, `on_progress` is called about

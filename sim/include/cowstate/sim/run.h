@@ -92,12 +92,15 @@ struct StepView {
 
 struct RunConfig {
   std::uint64_t seed = 1;
-  WorkloadOptions workload;
-  std::uint64_t step_bound = 0;  // 0: derived from workload.ops_max
-  bool keep_trace = false;       // keep every trace line (otherwise only the tail)
+  WorkloadKind kind = WorkloadKind::map;  // generated runs: which simulation
+  WorkloadOptions workload;               // kind map
+  BackendWorkloadOptions backend;         // kind backend
+  std::uint64_t step_bound = 0;           // 0: derived from workload.ops_max
+  bool keep_trace = false;                // keep every trace line (otherwise only the tail)
   std::size_t trace_tail = 24;
   // Runs this scenario's steps instead of generated ones (see scenario.h); workload
-  // capacities and hash come from its config. Not owned.
+  // capacities and hash come from its config, and `config workload=backend` makes it a
+  // backend run (kind is ignored). Not owned.
   const Scenario* scenario = nullptr;
   bool record = false;  // record every task's actions and every step (for to_scenario)
   std::function<void(const StepView&)> on_step;  // sees every step with the map's layout

@@ -17,6 +17,20 @@
 // named yield point when it says `pause at`. Under `schedule=free` each task runs its own
 // lines in order and the strategy (or `cowstate explore`) chooses the interleaving.
 //
+// `config workload=backend` makes a scenario drive a keyed state backend instead (tasks
+// writer, releaser and one serializer per checkpoint):
+//
+//   config workload=backend max_parallelism=8 key_groups=0-7
+//   writer: value s=count k=3 update 5 ; list s=events k=1 ns=2 add 7
+//   writer: checkpoint c1
+//   c1: step all
+//   writer: checkpoint c2
+//   c2: fail at write 2
+//   c2: step all
+//   expect latest c1
+//   writer: restore c1 into 0-3 and 4-7 then merge
+//   expect c1 into 4-7 s=events = {(1,2):7}
+//
 // The value types here are plain data: the parser fills them, the printer writes them
 // back (parse(print(x)) == x), the shrinker edits them and the simulator runs them.
 #pragma once
@@ -58,6 +72,16 @@ enum class ActionKind : std::uint8_t {
   release,
   // any task: finish the step a `pause at` interrupted
   resume,
+  // backend workload, writer: an operation on the named state of this kind
+  value_state,
+  list_state,
+  map_state,
+  reducing_state,
+  aggregating_state,
+  checkpoint,  // the sync phase of a checkpoint; its serializer task is named after it
+  restore,     // restore a complete checkpoint into fresh backends and compare
+  // backend workload, serializer: arm an I/O error at the N-th file operation from now
+  fail,
 };
 const char* action_name(ActionKind kind) noexcept;  // as written in files ("continue")
 
@@ -68,6 +92,34 @@ enum class Mutation : std::uint8_t {
   pop,        // drop the last element (append x when empty)
 };
 
+// What a backend writer action does to its state (`list s=events k=3 add 7`).
+enum class StateOp : std::uint8_t {
+  get,      // read (value, list, reducing, aggregating; map: one user key)
+  update,   // value: set; list: replace all elements (an empty list clears)
+  clear,    // remove the state of (key, namespace)
+  add,      // list: append; reducing, aggregating: add an input
+  add_all,  // list: append several
+  put,      // map: put a user key
+  remove,   // map: remove a user key (removing the last one clears)
+  merge,    // list, reducing, aggregating: merge source namespaces into this one
+};
+const char* state_op_name(StateOp op) noexcept;
+
+// An inclusive key-group range as a scenario writes it (`0-3`); empty when last < first.
+struct GroupRange {
+  std::int32_t first = 0;
+  std::int32_t last = -1;
+  bool empty() const { return last < first; }
+  bool operator==(const GroupRange&) const = default;
+};
+
+// The backend workload's states: one per kind, registered in this order.
+struct BackendStateInfo {
+  ActionKind kind;  // the writer action that names it
+  const char* name;
+};
+const std::vector<BackendStateInfo>& backend_states();
+
 struct Action {
   ActionKind kind = ActionKind::get;
   EntryKey entry{0, 0};                  // keyed writer operations
@@ -76,7 +128,13 @@ struct Action {
   std::int64_t x = 0;                    // get_mutable, transform (append x)
   std::uint32_t budget = 0;              // visit: buckets; step: entries, 0 = all that are left
   std::uint64_t salt = 0;                // visit: which entries the visitor replaces or removes
-  std::string snapshot;                  // snapshot, cancel, keep, release
+  std::string snapshot;                  // snapshot, cancel, keep, release; checkpoint, restore
+  // backend workload
+  std::string state;                  // state actions: the state's name
+  StateOp op = StateOp::get;          // state actions
+  std::vector<std::int32_t> sources;  // merge: the source namespaces
+  GroupRange into, also;              // restore: one target range, or two (a split)
+  bool merge_back = false;            // restore: then merge the two halves' checkpoints
   bool operator==(const Action&) const = default;
 };
 
@@ -98,6 +156,7 @@ enum class ExpectKind : std::uint8_t {
   versions,  // expect versions map=M h=H
   retired,   // expect retired entries=E states=S
   failure,   // expect failure CHECK: the run must fail at this check
+  latest,    // expect latest NAME|none: the storage's newest complete checkpoint
 };
 
 struct Expectation {
@@ -106,12 +165,14 @@ struct Expectation {
   ScenarioImage image;
   std::set<EntryKey> copied_entries, copied_states;
   std::uint64_t a = 0, b = 0;  // versions: map, h; retired: entries, states
+  std::string state;           // backend image: the state it is about
+  GroupRange into;             // backend image of a checkpoint: restored into this range
   int line = 0;                // not part of equality
   int column = 0;
   bool operator==(const Expectation& o) const {
     return kind == o.kind && target == o.target && image == o.image &&
            copied_entries == o.copied_entries && copied_states == o.copied_states && a == o.a &&
-           b == o.b;
+           b == o.b && state == o.state && into == o.into;
   }
 };
 
@@ -126,6 +187,10 @@ struct ScenarioConfig {
   std::uint64_t seed = 1;           // free schedules: the strategy's seed
   std::string strategy = "random";  // free schedules: random or pct
   std::uint32_t pct_depth = 3;
+  // workload=backend: a keyed backend instead of one map (capacities apply to its maps)
+  bool backend = false;
+  std::int32_t max_parallelism = 8;
+  GroupRange key_groups{0, 7};  // the backend's own range
   bool operator==(const ScenarioConfig&) const = default;
 };
 

@@ -51,4 +51,37 @@ struct WorkloadOptions {
   bool operator==(const WorkloadOptions&) const = default;
 };
 
+// Which simulation a run is: one map (run.cc) or a keyed backend (backend_run.cc).
+enum class WorkloadKind : std::uint8_t { map, backend };
+
+// The backend workload: a KeyedStateBackend with one state of each kind (scenario.h's
+// backend_states()), keys switching across key groups, checkpoints written through real
+// checkpoint storage, cancels and injected I/O errors.
+struct BackendWorkloadOptions {
+  std::uint32_t ops_max = 300;  // writer operations per run
+  // value, list, map, reducing, aggregating, checkpoint
+  std::array<std::uint32_t, 6> weights = {12, 12, 12, 8, 8, 4};
+  std::uint32_t keys = 32;       // key space [0, keys), filtered to the backend's range
+  std::uint32_t namespaces = 3;  // namespaces [0, namespaces)
+  std::uint32_t max_parallelism = 8;
+  std::uint32_t key_group_first = 0;  // the backend's range
+  std::uint32_t key_group_last = 7;
+  std::uint32_t initial_capacity = 4;  // of every state map
+  std::uint32_t min_capacity = 4;
+  std::uint32_t max_capacity = 1u << 30;
+  std::uint32_t live_checkpoints_max = 2;
+  std::uint32_t step_entries_max = 4;  // serializer step budget in entries
+  std::uint32_t cancel_percent = 10;   // chance the releaser cancels a checkpoint
+  std::uint32_t fault_percent = 10;    // chance a serializer arms an I/O error first
+  std::uint32_t fault_within = 12;     // ... at one of the next N file operations
+  std::uint32_t deep_check_every = 1;  // full compares with the model; 0 = never
+
+  // A per-seed mix; ops_max and deep_check_every are left as given.
+  static BackendWorkloadOptions swarm(std::uint64_t seed, std::uint32_t ops_max,
+                                      std::uint32_t deep_check_every);
+  std::string to_string() const;
+  static std::optional<BackendWorkloadOptions> parse(std::string_view line, std::string* error);
+  bool operator==(const BackendWorkloadOptions&) const = default;
+};
+
 }  // namespace cowstate::sim

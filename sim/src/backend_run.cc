@@ -1,0 +1,1160 @@
+// The backend simulation: a KeyedStateBackend, its checkpoints on a real file system and
+// its restores, against the reference BackendModel, under the deterministic scheduler.
+//
+// The backend owns the key groups of the workload's range and registers one state of each
+// kind (scenario.h's backend_states(): count value, events list, attrs map, sum reducing,
+// avg aggregating), all with int32 namespaces. Values are compared in one canonical form, a
+// vector of int64: a value or a sum as [v], a list as its elements, a map as its sorted
+// (user key, user value) pairs flattened, an average's accumulator as [sum, count].
+//
+// Tasks (SimCore runs them; see sim_core.h):
+//   writer     per step one operation on one state, at a key of the backend's range (the
+//              key is switched with set_current_key every time, so key groups change from
+//              step to step), and its namespace; or the sync phase of a checkpoint (a
+//              BackendSnapshot, the model's image of that moment, and the storage's
+//              pending file); or, in scenarios, a restore to check.
+//   c<N>       one serializer per checkpoint: the async phase, CheckpointWriter::step(k)
+//              with yield points inside, into the pending file; at the end the commit, then
+//              the restore round trips below. It may first arm an injected I/O error.
+//   releaser   cancels checkpoints before they finish.
+// A checkpoint that completes is read back from storage and restored (1) into a backend of
+// the same range, (2) into a two-way split of the range (the first half registering its
+// states in reverse order), and (3) the two halves' own checkpoints merged back into one
+// backend of the whole range: each must hold exactly the model's image of the checkpoint,
+// restricted to its range by the model's own key-group function. A checkpoint that fails
+// (injected error) or is cancelled must have released every map snapshot, must not be
+// complete in storage, and the newest complete checkpoint must still restore exactly.
+//
+// Checks (ids from docs/invariants.md, or a checker name):
+//   result   every state operation's result equals the model's
+//   B6       the current key group and every stored entry's key group are Flink's
+//   B1       every table of a (restored) backend covers exactly the backend's range
+//   live     the live backend equals the model (deep cadence); restored backends are sound
+//   C1       a sync phase snapshots exactly the model's image
+//   C2       a finished checkpoint holds no map snapshot; with none in flight no map has a
+//            highest required version or retired memory
+//   C6       a failed or cancelled checkpoint is not complete in storage
+//   storage  a storage call failed without an injected fault; the newest complete
+//            checkpoint is the newest one that committed
+//   restore  the round trips above
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cowstate/checkpoint.h"
+#include "cowstate/checkpoint_storage.h"
+#include "cowstate/keyed_state_backend.h"
+#include "cowstate/model/backend_model.h"
+#include "cowstate/serializers.h"
+#include "sim_core.h"
+
+namespace cowstate::sim::detail {
+
+namespace {
+
+using Key = std::uint64_t;
+using Ns = std::int32_t;
+using Value = std::vector<std::int64_t>;  // the canonical form of every state
+using Model = model::BackendModel<Key, Ns, Value>;
+using Image = Model::Image;
+using BackendImage = Model::BackendImage;
+
+using Backend = KeyedStateBackend<UInt64Serializer>;
+using CountState = ValueState<Backend, Int32Serializer, Int64Serializer>;
+using EventsState = ListState<Backend, Int32Serializer, Int64Serializer>;
+using AttrsState = MapState<Backend, Int32Serializer, Int64Serializer, Int64Serializer>;
+using SumState = ReducingState<Backend, Int32Serializer, Int64Serializer>;
+using AvgState =
+    AggregatingState<Backend, Int32Serializer, VectorInt64Serializer, std::int64_t, std::int64_t>;
+
+constexpr std::int64_t kCountDefault = -1;  // ValueState's default value
+constexpr std::size_t kRetain = 3;          // complete checkpoints the storage keeps
+
+AggregateFunction<std::int64_t, Value, std::int64_t> average_function() {
+  return {[] {
+            return Value{0, 0};
+          },
+          [](const std::int64_t& in, Value acc) {
+            acc[0] += in;
+            acc[1] += 1;
+            return acc;
+          },
+          [](const Value& acc) { return acc[1] == 0 ? 0 : acc[0] / acc[1]; },
+          [](Value a, const Value& b) {
+            a[0] += b[0];
+            a[1] += b[1];
+            return a;
+          }};
+}
+
+// The canonical form of each state type.
+Value canonical(std::int64_t v) { return {v}; }
+Value canonical(const Value& v) { return v; }
+Value canonical(const std::map<std::int64_t, std::int64_t>& m) {
+  Value out;
+  for (const auto& [k, v] : m) {
+    out.push_back(k);
+    out.push_back(v);
+  }
+  return out;
+}
+std::map<std::int64_t, std::int64_t> user_map(const Value* flat) {
+  std::map<std::int64_t, std::int64_t> out;
+  if (flat == nullptr) return out;
+  for (std::size_t i = 0; i + 1 < flat->size(); i += 2) out[(*flat)[i]] = (*flat)[i + 1];
+  return out;
+}
+
+template <class T>
+std::string text(const std::optional<T>& v) {
+  return v ? model::to_text(*v) : "absent";
+}
+
+// A backend with the five states, registered in the usual order or reversed.
+struct SimBackend {
+  SimBackend(KeyGroupRange range, std::int32_t max_parallelism, MapOptions options, bool reversed)
+      : backend(std::make_unique<Backend>(range, max_parallelism, options)) {
+    Backend& b = *backend;
+    auto reg = [&](int which) {
+      switch (which) {
+        case 0:
+          count = &b.value_state<Int32Serializer, Int64Serializer>("count", kCountDefault);
+          break;
+        case 1:
+          events = &b.list_state<Int32Serializer, Int64Serializer>("events");
+          break;
+        case 2:
+          attrs = &b.map_state<Int32Serializer, Int64Serializer, Int64Serializer>("attrs");
+          break;
+        case 3:
+          sum = &b.reducing_state<Int32Serializer, Int64Serializer>(
+              "sum", [](const std::int64_t& x, const std::int64_t& y) { return x + y; });
+          break;
+        default:
+          avg = &b.aggregating_state<Int32Serializer, VectorInt64Serializer, std::int64_t,
+                                     std::int64_t>("avg", average_function());
+      }
+    };
+    for (int i = 0; i < 5; ++i) reg(reversed ? 4 - i : i);
+    COWSTATE_ASSERT(b.state_count() == 5, "B3", "five states registered once");
+  }
+  // Calls f(name, handle) for every state.
+  template <class F>
+  void each(F&& f) {
+    f("count", *count);
+    f("events", *events);
+    f("attrs", *attrs);
+    f("sum", *sum);
+    f("avg", *avg);
+  }
+
+  std::unique_ptr<Backend> backend;
+  CountState* count = nullptr;
+  EventsState* events = nullptr;
+  AttrsState* attrs = nullptr;
+  SumState* sum = nullptr;
+  AvgState* avg = nullptr;
+};
+
+struct CheckpointRecord {
+  std::string name;  // c1, c2, ... (the scenario's name)
+  std::uint64_t id = 0;
+  BackendImage image;                         // the model's image at the sync phase
+  std::unique_ptr<BackendSnapshot> snapshot;  // until the writer takes it
+  std::unique_ptr<PendingCheckpoint> pending;
+  std::unique_ptr<CheckpointWriter> writer;
+  bool in_step = false;           // its serializer is inside CheckpointWriter::step
+  bool cancel_requested = false;  // by the releaser while in_step
+  bool decided = false;           // the releaser chose whether to cancel it
+  bool fault_decided = false;     // generated runs: the serializer chose whether to arm one
+  bool finished = false;
+  bool complete = false;  // committed
+};
+
+std::string range_text(const GroupRange& r) {
+  return std::to_string(r.first) + "-" + std::to_string(r.last);
+}
+
+class BackendSimulation final : public SimCore {
+ public:
+  BackendSimulation(const RunConfig& config, Strategy& strategy)
+      : SimCore(config, strategy), opts_(options_for(config)) {
+    step_bound_ =
+        config.step_bound != 0 ? config.step_bound : std::uint64_t{opts_.ops_max} * 400 + 100000;
+    range_ = KeyGroupRange(static_cast<std::int32_t>(opts_.key_group_first),
+                           static_cast<std::int32_t>(opts_.key_group_last));
+    max_parallelism_ = static_cast<std::int32_t>(opts_.max_parallelism);
+    map_options_ = MapOptions{.initial_capacity = opts_.initial_capacity,
+                              .min_capacity = opts_.min_capacity,
+                              .max_capacity = opts_.max_capacity};
+  }
+
+  ~BackendSimulation() override {
+    // Stop the fibers first (their stacks refer to checkpoints), then the checkpoints
+    // (which release their map snapshots), then the backend, then the files.
+    if (!broken_) finish_writer_op();
+    tasks_.clear();
+    if (broken_ || writer_in_op_) {
+      // A production assertion fired, or the writer is stuck mid-operation: the maps may be
+      // inconsistent, so nothing that walks them is destroyed.
+      for (auto& r : checkpoints_) {
+        (void)r->writer.release();
+        (void)r->snapshot.release();
+      }
+      (void)primary_.release();
+    }
+    checkpoints_.clear();
+    primary_.reset();
+    storage_.reset();
+    if (!dir_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir_, ec);
+    }
+  }
+
+  // A scenario's workload: its backend and capacities; the rest comes from its lines.
+  static BackendWorkloadOptions options_for(const RunConfig& config) {
+    if (config.scenario == nullptr) return config.backend;
+    const ScenarioConfig& c = config.scenario->config;
+    BackendWorkloadOptions o;
+    o.max_parallelism = static_cast<std::uint32_t>(c.max_parallelism);
+    o.key_group_first = static_cast<std::uint32_t>(c.key_groups.first);
+    o.key_group_last = static_cast<std::uint32_t>(c.key_groups.last);
+    return scenario_options(*config.scenario, o);
+  }
+
+ private:
+  // --- SimCore ---
+  void start() override;
+  bool is_runnable(const Task& t) const override {
+    if (t.fiber->finished()) return false;
+    if (t.kind != TaskKind::releaser) return true;
+    if (scenario_ != nullptr) {
+      return t.next_line >= t.program.size() || t.inner_yields > 0 ||
+             named(t.program[t.next_line]->action.snapshot) != nullptr;
+    }
+    return writer_done_ || undecided_ > 0;
+  }
+  void after_resume(Task& t, const StepRecord&) override {
+    if (t.kind == TaskKind::writer || t.kind == TaskKind::releaser) dirty_ = true;
+    after_step_checks();
+  }
+  void after_step_checks() override;
+  void check_expectation(const Expectation& e) override;
+  std::uint64_t digest() const override;
+  void on_assertion() override { broken_ = true; }
+
+  // --- tasks ---
+  void writer_body();
+  void serializer_body(CheckpointRecord& rec, Task& self);
+  void releaser_body(Task& self);
+  CheckpointRecord* named(const std::string& name) const {
+    for (const auto& r : checkpoints_) {
+      if (r->name == name) return r.get();
+    }
+    return nullptr;
+  }
+  std::size_t in_flight() const {
+    std::size_t n = 0;
+    for (const auto& r : checkpoints_) n += r->finished ? 0U : 1U;
+    return n;
+  }
+
+  // --- the writer ---
+  Action generate(Prng& rng);
+  void execute(const Action& a);
+  void state_operation(const Action& a);
+  void start_checkpoint(const std::string& name);
+  void scripted_restore(const Action& a);
+
+  // --- checkpoints ---
+  void cancel(CheckpointRecord& rec, const std::string& by);
+  void finish_failed(CheckpointRecord& rec, const std::string& why);
+  void finish_complete(CheckpointRecord& rec);
+  // Arms an injected I/O error at the n-th mutating file operation from now.
+  void arm_fault(std::uint32_t n) {
+    fs_->fail_at(n);
+    armed_at_ = fs_->operations() + n;
+  }
+  // A storage call that started at operation count `before` failed with `st`: fine when the
+  // armed fault fired inside it, a failure of check `storage` otherwise.
+  void expect_injected(std::uint64_t before, const std::string& what, const Status& st) {
+    const bool injected = armed_at_ != 0 && before < armed_at_ && armed_at_ <= fs_->operations();
+    expect(injected, "storage", what + " failed without an injected fault: " + scrub(st.message()));
+  }
+  void check_previous_restores(const std::string& after);
+  void verify_round_trips(const CheckpointRecord& rec, const std::vector<std::byte>& bytes);
+
+  // --- restore and compare ---
+  std::int32_t key_group_of(Key k) const {
+    return model::flink_key_group(model::java_long_hash(k), max_parallelism_);
+  }
+  model::KeyGroupSpan span(KeyGroupRange r) const { return {r.start(), r.end()}; }
+  BackendImage restricted(const BackendImage& image, KeyGroupRange r) const {
+    return Model::restrict(image, span(r), [this](const Key& k) { return key_group_of(k); });
+  }
+  // Everything `sb` holds; checks B1 and B6 on the way.
+  BackendImage contents(SimBackend& sb, const std::string& who);
+  void compare(const BackendImage& want, const BackendImage& got, const std::string& check,
+               const std::string& who);
+  // A fresh backend of `range` restored from `inputs` (which must restore).
+  std::unique_ptr<SimBackend> restored(const std::vector<CheckpointInput>& inputs,
+                                       KeyGroupRange range, bool reversed, const std::string& who);
+  std::vector<std::byte> checkpoint_in_memory(SimBackend& sb, std::uint64_t id);
+  // Restores `bytes` into `a` (and `b`), compares, and with merge_back restores the two
+  // halves' own checkpoints into one backend over both.
+  void round_trip(const BackendImage& image, const std::vector<std::byte>& bytes,
+                  const std::string& name, KeyGroupRange a, KeyGroupRange b, bool merge_back);
+  std::string scrub(std::string message) const {
+    for (std::size_t at; !dir_.empty() && (at = message.find(dir_)) != std::string::npos;) {
+      message.replace(at, dir_.size(), "<dir>");
+    }
+    return message;
+  }
+
+  BackendWorkloadOptions opts_;
+  KeyGroupRange range_;
+  std::int32_t max_parallelism_ = 8;
+  MapOptions map_options_;
+  Model model_;
+  std::unique_ptr<SimBackend> primary_;
+  std::vector<Key> keys_;  // the key space: keys of the backend's range, by the model
+  std::string dir_;        // the run's checkpoint directory
+  std::unique_ptr<FaultInjectionFileSystem> fs_;
+  std::unique_ptr<CheckpointStorage> storage_;
+  std::uint64_t armed_at_ = 0;  // operation number of the armed fault, 0 when none
+  std::vector<std::unique_ptr<CheckpointRecord>> checkpoints_;
+  std::optional<std::uint64_t> newest_committed_;
+  std::size_t undecided_ = 0;  // unfinished checkpoints the releaser has not decided on
+  bool dirty_ = true;
+  bool broken_ = false;
+  std::uint64_t dirty_steps_ = 0;
+};
+
+void BackendSimulation::start() {
+  if (scenario_ != nullptr) {
+    trace("scenario " + scenario_->file + " seed " + std::to_string(config_.seed) + " " +
+          (scenario_->config.fixed_schedule ? "fixed schedule" : "free schedule") + " backend");
+  } else {
+    trace("seed " + std::to_string(config_.seed) + " backend options " + opts_.to_string());
+  }
+  strategy_.begin_run(config_.seed);
+  primary_ = std::make_unique<SimBackend>(range_, max_parallelism_, map_options_, false);
+  for (const BackendStateInfo& info : backend_states()) {
+    model_.register_state(info.name,
+                          static_cast<model::StateKind>(static_cast<int>(info.kind) -
+                                                        static_cast<int>(ActionKind::value_state)));
+  }
+  // The key space: the first opts_.keys keys whose key group (by the model) is ours.
+  for (Key k = 0; keys_.size() < std::size_t{opts_.keys} && k < (Key{1} << 24); ++k) {
+    if (range_.contains(key_group_of(k))) keys_.push_back(k);
+  }
+  // A fresh directory for the run's checkpoints: tmpfs when there is one (fsync is free).
+  const char* env = std::getenv("COWSTATE_SIM_TMPDIR");
+  std::error_code ec;
+  std::string base = env != nullptr                                  ? std::string(env)
+                     : std::filesystem::is_directory("/dev/shm", ec) ? std::string("/dev/shm")
+                                                                     : std::string();
+  if (base.empty()) base = std::filesystem::temp_directory_path(ec).string();
+  std::string tmpl = base + "/cowstate-sim-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    throw ScenarioInvalid{
+        0, "cannot create a checkpoint directory under " + base + " (set COWSTATE_SIM_TMPDIR)"};
+  }
+  dir_ = tmpl;
+  fs_ = std::make_unique<FaultInjectionFileSystem>(posix_file_system());
+  auto storage = CheckpointStorage::open(dir_ + "/checkpoints", *fs_, StorageOptions{kRetain});
+  if (!storage.ok()) throw ScenarioInvalid{0, "checkpoint storage: " + storage.status().message()};
+  storage_ = std::move(*storage);
+  spawn("writer", "writer", TaskKind::writer, 4, [this] { writer_body(); });
+  if (opts_.cancel_percent > 0) {
+    spawn("releaser", "releaser", TaskKind::releaser, 1, [this] { releaser_body(*tasks_[1]); });
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// The writer
+
+Action BackendSimulation::generate(Prng& rng) {
+  std::array<std::uint32_t, 6> w = opts_.weights;
+  if (in_flight() >= opts_.live_checkpoints_max) w[5] = 0;
+  Action a;
+  const std::size_t which = pick_weighted(rng, w);
+  if (which == 5) {
+    a.kind = ActionKind::checkpoint;
+    a.snapshot = "c" + std::to_string(checkpoints_.size() + 1);
+    return a;
+  }
+  const BackendStateInfo& info = backend_states()[which];
+  a.kind = info.kind;
+  a.state = info.name;
+  a.entry.first = keys_[rng.below(keys_.size())];
+  a.entry.second = static_cast<Ns>(rng.below(opts_.namespaces));
+  auto values = [&rng] {
+    Value v(rng.below(3));
+    for (auto& x : v) x = static_cast<std::int64_t>(rng.below(100));
+    return v;
+  };
+  struct Choice {
+    StateOp op;
+    std::uint32_t weight;
+  };
+  std::vector<Choice> ops;
+  switch (a.kind) {
+    case ActionKind::value_state:
+      ops = {{StateOp::update, 60}, {StateOp::get, 25}, {StateOp::clear, 15}};
+      break;
+    case ActionKind::list_state:
+      ops = {{StateOp::add, 40}, {StateOp::add_all, 15}, {StateOp::update, 10},
+             {StateOp::get, 15}, {StateOp::clear, 10},   {StateOp::merge, 10}};
+      break;
+    case ActionKind::map_state:
+      ops = {{StateOp::put, 50}, {StateOp::remove, 20}, {StateOp::get, 20}, {StateOp::clear, 10}};
+      break;
+    default:
+      ops = {{StateOp::add, 60}, {StateOp::get, 20}, {StateOp::clear, 10}, {StateOp::merge, 10}};
+  }
+  std::vector<std::uint32_t> weights;
+  for (const Choice& c : ops) weights.push_back(c.weight);
+  a.op = ops[pick_weighted(rng, weights)].op;
+  switch (a.op) {
+    case StateOp::update:
+      if (a.kind == ActionKind::list_state) {
+        a.value = values();
+      } else {
+        a.x = static_cast<std::int64_t>(rng.below(100));
+      }
+      break;
+    case StateOp::add:
+      a.x = static_cast<std::int64_t>(rng.below(100));
+      break;
+    case StateOp::add_all:
+      a.value = values();
+      break;
+    case StateOp::put:
+      a.x = static_cast<std::int64_t>(rng.below(8));
+      a.value = {static_cast<std::int64_t>(rng.below(100))};
+      break;
+    case StateOp::remove:
+    case StateOp::get:
+      if (a.kind == ActionKind::map_state) a.x = static_cast<std::int64_t>(rng.below(8));
+      break;
+    case StateOp::merge:
+      for (std::uint64_t i = 1 + rng.below(2); i > 0; --i) {
+        a.sources.push_back(static_cast<Ns>(rng.below(opts_.namespaces)));
+      }
+      break;
+    case StateOp::clear:
+      break;
+  }
+  return a;
+}
+
+void BackendSimulation::writer_body() {
+  writer_loop(
+      opts_.ops_max, [this](Prng& rng) { return generate(rng); },
+      [this](const Action& a) { execute(a); }, [] {});
+}
+
+void BackendSimulation::execute(const Action& a) {
+  switch (a.kind) {
+    case ActionKind::value_state:
+    case ActionKind::list_state:
+    case ActionKind::map_state:
+    case ActionKind::reducing_state:
+    case ActionKind::aggregating_state:
+      state_operation(a);
+      return;
+    case ActionKind::checkpoint:
+      start_checkpoint(a.snapshot);
+      return;
+    case ActionKind::restore:
+      scripted_restore(a);
+      return;
+    default:
+      COWSTATE_ASSERT(false, "T2", "the backend writer ran a non-writer action");
+  }
+}
+
+// Flink's mergeNamespaces on the model: each source's state removed and combined in order,
+// then combined into the target's.
+template <class F>
+void model_merge(Model::Map& m, Key k, Ns target, const std::vector<Ns>& sources, F&& merge) {
+  std::optional<Value> merged;
+  for (Ns source : sources) {
+    std::optional<Value> v = m.remove_and_get_old(k, source);
+    if (!v) continue;
+    merged = merged ? merge(std::move(*merged), *v) : std::move(v);
+  }
+  if (!merged) return;
+  const Value* old = m.get(k, target);
+  m.put(k, target, old != nullptr ? merge(*old, *merged) : *merged);
+}
+
+void BackendSimulation::state_operation(const Action& a) {
+  const Key k = a.entry.first;
+  const Ns n = a.entry.second;
+  StepLine shown;
+  shown.action = a;
+  const std::string what = print_action(shown);
+  trace("writer " + what);
+  const std::int32_t g = key_group_of(k);
+  if (!range_.contains(g)) {
+    invalid(*tasks_[0], "key " + std::to_string(k) + " is in key group " + std::to_string(g) +
+                            ", outside the backend's key groups " + range_.to_string());
+  }
+  SimBackend& sb = *primary_;
+  const Status st = sb.backend->set_current_key(k);
+  expect(st.ok(), "result",
+         "set_current_key(" + std::to_string(k) + ") of key group " + std::to_string(g) +
+             " refused: " + st.message());
+  expect(sb.backend->current_key_group() == g, "B6",
+         "key " + std::to_string(k) + " went to key group " +
+             std::to_string(sb.backend->current_key_group()) + ", Flink's key group is " +
+             std::to_string(g));
+  Model::Map& m = model_.state(a.state);
+  const Value* cur = m.get(k, n);
+  auto mismatch = [&](const std::string& got, const std::string& want) {
+    expect(got == want, "result", what + " returned " + got + ", model " + want);
+  };
+  switch (a.kind) {
+    case ActionKind::value_state:
+      sb.count->set_current_namespace(n);
+      if (a.op == StateOp::update) {
+        m.put(k, n, {a.x});
+        sb.count->update(a.x);
+      } else if (a.op == StateOp::get) {
+        mismatch(model::to_text(sb.count->value()),
+                 model::to_text(cur != nullptr ? (*cur)[0] : kCountDefault));
+      } else {
+        m.remove(k, n);
+        sb.count->clear();
+      }
+      return;
+    case ActionKind::list_state: {
+      sb.events->set_current_namespace(n);
+      Value v = cur != nullptr ? *cur : Value{};
+      switch (a.op) {
+        case StateOp::add:
+          v.push_back(a.x);
+          m.put(k, n, v);
+          sb.events->add(a.x);
+          return;
+        case StateOp::add_all:
+          if (!a.value.empty()) {
+            v.insert(v.end(), a.value.begin(), a.value.end());
+            m.put(k, n, v);
+          }
+          sb.events->add_all(a.value);
+          return;
+        case StateOp::update:
+          if (a.value.empty()) {
+            m.remove(k, n);
+          } else {
+            m.put(k, n, a.value);
+          }
+          sb.events->update(a.value);
+          return;
+        case StateOp::get:
+          mismatch(model::to_text(sb.events->get()), model::to_text(v));
+          return;
+        case StateOp::merge:
+          model_merge(m, k, n, a.sources, [](Value x, const Value& y) {
+            x.insert(x.end(), y.begin(), y.end());
+            return x;
+          });
+          sb.events->merge_namespaces(n, a.sources);
+          return;
+        default:
+          m.remove(k, n);
+          sb.events->clear();
+          return;
+      }
+    }
+    case ActionKind::map_state: {
+      sb.attrs->set_current_namespace(n);
+      std::map<std::int64_t, std::int64_t> um = user_map(cur);
+      switch (a.op) {
+        case StateOp::put: {
+          const std::int64_t uv = a.value.empty() ? 0 : a.value[0];
+          um[a.x] = uv;
+          m.put(k, n, canonical(um));
+          sb.attrs->put(a.x, uv);
+          return;
+        }
+        case StateOp::remove:
+          if (um.erase(a.x) != 0) {
+            if (um.empty()) {
+              m.remove(k, n);
+            } else {
+              m.put(k, n, canonical(um));
+            }
+          }
+          sb.attrs->remove(a.x);
+          return;
+        case StateOp::get: {
+          auto it = um.find(a.x);
+          mismatch(text(sb.attrs->get(a.x)),
+                   text(it != um.end() ? std::optional<std::int64_t>(it->second) : std::nullopt));
+          return;
+        }
+        default:
+          m.remove(k, n);
+          sb.attrs->clear();
+          return;
+      }
+    }
+    case ActionKind::reducing_state: {
+      sb.sum->set_current_namespace(n);
+      auto add = [](Value x, const Value& y) { return Value{x[0] + y[0]}; };
+      switch (a.op) {
+        case StateOp::add:
+          m.put(k, n, cur != nullptr ? add(*cur, {a.x}) : Value{a.x});
+          sb.sum->add(a.x);
+          return;
+        case StateOp::get:
+          mismatch(text(sb.sum->get()),
+                   text(cur != nullptr ? std::optional<std::int64_t>((*cur)[0]) : std::nullopt));
+          return;
+        case StateOp::merge:
+          model_merge(m, k, n, a.sources, add);
+          sb.sum->merge_namespaces(n, a.sources);
+          return;
+        default:
+          m.remove(k, n);
+          sb.sum->clear();
+          return;
+      }
+    }
+    default: {
+      sb.avg->set_current_namespace(n);
+      auto merge = [](Value x, const Value& y) { return Value{x[0] + y[0], x[1] + y[1]}; };
+      switch (a.op) {
+        case StateOp::add: {
+          Value acc = cur != nullptr ? *cur : Value{0, 0};
+          m.put(k, n, merge(acc, {a.x, 1}));
+          sb.avg->add(a.x);
+          return;
+        }
+        case StateOp::get: {
+          std::optional<std::int64_t> want;
+          if (cur != nullptr) want = (*cur)[1] == 0 ? 0 : (*cur)[0] / (*cur)[1];
+          mismatch(text(sb.avg->get()), text(want));
+          return;
+        }
+        case StateOp::merge:
+          model_merge(m, k, n, a.sources, merge);
+          sb.avg->merge_namespaces(n, a.sources);
+          return;
+        default:
+          m.remove(k, n);
+          sb.avg->clear();
+          return;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Checkpoints
+
+void BackendSimulation::start_checkpoint(const std::string& name) {
+  auto owned = std::make_unique<CheckpointRecord>();
+  CheckpointRecord& rec = *owned;
+  rec.name = name;
+  rec.id = checkpoints_.size() + 1;
+  checkpoints_.push_back(std::move(owned));
+  ++result_.stats.snapshots;
+  rec.snapshot = primary_->backend->snapshot(rec.id);
+  model_.start_checkpoint(rec.id);
+  rec.image = model_.image(rec.id);
+  std::size_t entries = 0;
+  for (const auto& [state, image] : rec.image) entries += image.size();
+  trace("writer checkpoint " + name + " id " + std::to_string(rec.id) + " entries " +
+        std::to_string(entries));
+  expect(rec.snapshot->entries() == entries, "C1",
+         name + "'s sync phase snapshotted " + std::to_string(rec.snapshot->entries()) +
+             " entries, the model holds " + std::to_string(entries));
+  ++undecided_;
+  const std::uint32_t task = static_cast<std::uint32_t>(tasks_.size());
+  spawn(name, name, TaskKind::serializer, 2,
+        [this, &rec, task] { serializer_body(rec, *tasks_[task]); });
+  const std::uint64_t before = fs_->operations();
+  auto pending = storage_->begin(rec.id);
+  if (!pending.ok()) {
+    expect_injected(before, name + ": begin", pending.status());
+    finish_failed(rec, "begin: " + pending.status().message());
+    return;
+  }
+  rec.pending = std::move(*pending);
+  rec.writer = std::make_unique<CheckpointWriter>(std::move(rec.snapshot), rec.pending.get());
+}
+
+void BackendSimulation::serializer_body(CheckpointRecord& rec, Task& self) {
+  for (;;) {
+    const StepLine* line = take_line(self);
+    Action act;
+    act.kind = ActionKind::step;
+    if (rec.finished) {
+      begin_action(self, act);
+      trace(self.name + " stops: " + rec.name + " has finished");
+      end_unit(self);
+      return;
+    }
+    if (rec.cancel_requested) {
+      begin_action(self, act);
+      cancel(rec, self.name);
+      end_unit(self);
+      return;
+    }
+    bool arm = line != nullptr && line->action.kind == ActionKind::fail;
+    if (scenario_ == nullptr && !rec.fault_decided) {
+      rec.fault_decided = true;
+      const bool pending = armed_at_ > fs_->operations();  // armed and not fired yet
+      arm = self.rng.below(100) < opts_.fault_percent && !pending;
+    }
+    if (arm) {
+      act.kind = ActionKind::fail;
+      act.budget = line != nullptr
+                       ? line->action.budget
+                       : static_cast<std::uint32_t>(1 + self.rng.below(opts_.fault_within));
+      begin_action(self, act);
+      arm_fault(act.budget);
+      trace(self.name + " fail at write " + std::to_string(act.budget) + " (operation " +
+            std::to_string(armed_at_) + ")");
+      end_unit(self);
+      Fiber::yield();
+      continue;
+    }
+    std::size_t budget = 0;
+    if (scenario_ != nullptr) {
+      budget = line != nullptr && line->action.budget != 0 ? line->action.budget : SIZE_MAX;
+    } else {
+      budget = 1 + self.rng.below(opts_.step_entries_max);
+    }
+    act.budget = budget == SIZE_MAX ? 0 : static_cast<std::uint32_t>(budget);
+    begin_action(self, act);
+    const std::uint64_t before = fs_->operations();
+    rec.in_step = true;
+    const bool finished = rec.writer->step(budget);
+    rec.in_step = false;
+    trace(self.name + " step " + (act.budget == 0 ? std::string("all") : std::to_string(budget)) +
+          " -> " + std::to_string(rec.writer->bytes_written()) + " bytes");
+    if (rec.writer->failed()) {
+      expect_injected(before, rec.name + ": write", rec.writer->status());
+      finish_failed(rec, rec.writer->status().message());
+      end_unit(self);
+      return;
+    }
+    if (finished) {
+      const std::uint64_t at = fs_->operations();
+      const Status committed = rec.pending->commit();
+      if (!committed.ok()) {
+        expect_injected(at, rec.name + ": commit", committed);
+        finish_failed(rec, committed.message());
+      } else {
+        finish_complete(rec);
+      }
+      end_unit(self);
+      return;
+    }
+    end_unit(self);
+    Fiber::yield();
+  }
+}
+
+void BackendSimulation::cancel(CheckpointRecord& rec, const std::string& by) {
+  if (rec.finished) {
+    trace(by + " cancel " + rec.name + ": already finished");
+    return;
+  }
+  if (rec.in_step) {
+    trace(by + " cancel " + rec.name + " (mid-step)");
+    rec.cancel_requested = true;
+    return;
+  }
+  trace(by + " cancel " + rec.name);
+  rec.writer->cancel();
+  finish_failed(rec, rec.writer->status().message());
+}
+
+void BackendSimulation::finish_failed(CheckpointRecord& rec, const std::string& why) {
+  COWSTATE_ASSERT(!rec.finished, "T3", "a checkpoint record finished twice");
+  rec.finished = true;
+  if (!rec.decided) {
+    rec.decided = true;
+    --undecided_;
+  }
+  if (rec.pending != nullptr) rec.pending->abort();
+  trace(rec.name + " failed: " + scrub(why));
+  // C2: a dead checkpoint pins nothing (the writer is kept: only its release may free them).
+  const BackendSnapshot* snap = rec.writer != nullptr ? rec.writer->snapshot() : nullptr;
+  if (snap != nullptr) {
+    expect(snap->live_key_groups() == 0, "C2",
+           rec.name + " failed but still holds the map snapshots of " +
+               std::to_string(snap->live_key_groups()) + " key groups");
+  }
+  rec.snapshot.reset();  // never handed to a writer (begin failed): release it
+  model_.release_checkpoint(rec.id);
+  auto complete = storage_->complete_checkpoints();
+  expect(complete.ok(), "storage",
+         "listing complete checkpoints: " + scrub(complete.status().message()));
+  for (std::uint64_t id : *complete) {
+    expect(id != rec.id, "C6",
+           rec.name + " failed but checkpoint " + std::to_string(id) + " is complete in storage");
+  }
+  dirty_ = true;
+  check_previous_restores("after " + rec.name + " failed");
+}
+
+void BackendSimulation::finish_complete(CheckpointRecord& rec) {
+  rec.finished = true;
+  rec.complete = true;
+  if (!rec.decided) {
+    rec.decided = true;
+    --undecided_;
+  }
+  expect(rec.writer->snapshot()->live_key_groups() == 0, "C2",
+         rec.name + " completed but still holds map snapshots");
+  model_.release_checkpoint(rec.id);
+  if (!newest_committed_ || *newest_committed_ < rec.id) newest_committed_ = rec.id;
+  dirty_ = true;
+  trace(rec.name + " complete: " + std::to_string(rec.writer->bytes_written()) + " bytes");
+  // Storage keeps the newest kRetain complete checkpoints by id: one that commits after
+  // kRetain newer ones is pruned at once, which is right (and all that may explain it).
+  auto complete = storage_->complete_checkpoints();
+  expect(complete.ok(), "storage",
+         "listing complete checkpoints: " + scrub(complete.status().message()));
+  std::size_t newer = 0;
+  for (std::uint64_t id : *complete) newer += id > rec.id ? 1U : 0U;
+  if (std::find(complete->begin(), complete->end(), rec.id) == complete->end()) {
+    expect(newer >= kRetain, "storage",
+           rec.name + " committed but is not complete in storage, with only " +
+               std::to_string(newer) + " newer complete checkpoints");
+    trace(rec.name + " pruned: " + std::to_string(newer) + " newer checkpoints are complete");
+    return;
+  }
+  auto bytes = storage_->read(rec.id);
+  expect(bytes.ok(), "restore",
+         rec.name + " does not read back: " + scrub(bytes.status().message()));
+  verify_round_trips(rec, *bytes);
+  ++result_.stats.snapshots_checked;
+}
+
+// The newest complete checkpoint is the newest that committed, and restores exactly.
+void BackendSimulation::check_previous_restores(const std::string& after) {
+  auto latest = storage_->latest();
+  expect(latest.ok(), "storage",
+         "finding the latest checkpoint: " + scrub(latest.status().message()));
+  expect(*latest == newest_committed_, "storage",
+         after + ": the latest complete checkpoint is " +
+             (*latest ? std::to_string(**latest) : std::string("none")) + ", expected " +
+             (newest_committed_ ? std::to_string(*newest_committed_) : std::string("none")));
+  if (!*latest) return;
+  const CheckpointRecord& prev = *checkpoints_.at(**latest - 1);
+  auto bytes = storage_->read(prev.id);
+  expect(bytes.ok(), "restore",
+         prev.name + " does not read back " + after + ": " + scrub(bytes.status().message()));
+  const CheckpointInput in{prev.name, *bytes};
+  yields_enabled_ = false;
+  const auto r = restored({in}, range_, false, prev.name + " restored " + after);
+  compare(prev.image, contents(*r, prev.name), "restore", prev.name + " restored " + after);
+  yields_enabled_ = true;
+}
+
+void BackendSimulation::verify_round_trips(const CheckpointRecord& rec,
+                                           const std::vector<std::byte>& bytes) {
+  KeyGroupRange a = range_, b;
+  if (range_.size() >= 2) {
+    const std::int32_t mid = range_.start() + range_.size() / 2 - 1;
+    a = KeyGroupRange(range_.start(), mid);
+    b = KeyGroupRange(mid + 1, range_.end());
+  }
+  yields_enabled_ = false;
+  const CheckpointInput in{rec.name, bytes};
+  const auto same = restored({in}, range_, false, rec.name + " restored into its own range");
+  compare(rec.image, contents(*same, rec.name), "restore", rec.name + " restored into its range");
+  round_trip(rec.image, bytes, rec.name, a, b, !b.empty());
+  yields_enabled_ = true;
+}
+
+void BackendSimulation::round_trip(const BackendImage& image, const std::vector<std::byte>& bytes,
+                                   const std::string& name, KeyGroupRange a, KeyGroupRange b,
+                                   bool merge_back) {
+  const CheckpointInput in{name, bytes};
+  const std::string into_a = name + " restored into " + a.to_string();
+  const auto ra = restored({in}, a, true, into_a);
+  compare(restricted(image, a), contents(*ra, into_a), "restore", into_a);
+  if (b.empty()) return;
+  const std::string into_b = name + " restored into " + b.to_string();
+  const auto rb = restored({in}, b, false, into_b);
+  compare(restricted(image, b), contents(*rb, into_b), "restore", into_b);
+  if (!merge_back) return;
+  // Scale back in: each half's own checkpoint (its states numbered its own way), merged.
+  const std::vector<std::byte> bytes_a = checkpoint_in_memory(*ra, 1);
+  const std::vector<std::byte> bytes_b = checkpoint_in_memory(*rb, 1);
+  const KeyGroupRange both(std::min(a.start(), b.start()), std::max(a.end(), b.end()));
+  const std::string merged = name + " split and merged back into " + both.to_string();
+  const auto rm = restored({CheckpointInput{"half " + a.to_string(), bytes_a},
+                            CheckpointInput{"half " + b.to_string(), bytes_b}},
+                           both, false, merged);
+  compare(restricted(image, both), contents(*rm, merged), "restore", merged);
+}
+
+std::vector<std::byte> BackendSimulation::checkpoint_in_memory(SimBackend& sb, std::uint64_t id) {
+  MemoryCheckpointSink sink;
+  CheckpointWriter w(sb.backend->snapshot(id), &sink);
+  while (!w.step(1024)) {
+  }
+  expect(w.done(), "restore", "a checkpoint into memory failed: " + w.status().message());
+  return sink.take();
+}
+
+std::unique_ptr<SimBackend> BackendSimulation::restored(const std::vector<CheckpointInput>& inputs,
+                                                        KeyGroupRange range, bool reversed,
+                                                        const std::string& who) {
+  auto sb = std::make_unique<SimBackend>(range, max_parallelism_, map_options_, reversed);
+  const Status st = sb->backend->restore(inputs);
+  expect(st.ok(), "restore", who + ": " + st.message());
+  std::string why;
+  expect(sb->backend->check_invariants(&why), "restore", who + ": " + why);
+  return sb;
+}
+
+BackendImage BackendSimulation::contents(SimBackend& sb, const std::string& who) {
+  BackendImage out;
+  const KeyGroupRange range = sb.backend->range();
+  sb.each([&](const char* name, auto& handle) {
+    auto& table = handle.table();
+    expect(table.range() == range, "B1",
+           who + ": the table of state " + name + " covers key groups " +
+               table.range().to_string() + ", the backend's range is " + range.to_string());
+    Image& image = out[name];
+    for (std::int32_t g = table.range().start(); g <= table.range().end(); ++g) {
+      table.map(g).for_each([&](const Key& k, const Ns& n, const auto& s) {
+        expect(key_group_of(k) == g, "B6",
+               who + ": key " + std::to_string(k) + " of state " + name +
+                   " is stored in key group " + std::to_string(g) + ", Flink's key group is " +
+                   std::to_string(key_group_of(k)));
+        image.emplace(std::make_pair(k, n), canonical(s));
+      });
+    }
+  });
+  return out;
+}
+
+void BackendSimulation::compare(const BackendImage& want, const BackendImage& got,
+                                const std::string& check, const std::string& who) {
+  const auto kinds = model_.kinds();
+  const BackendImage w = Model::with_states(kinds, want);
+  const BackendImage g = Model::with_states(kinds, got);
+  for (const auto& [name, image] : w) {
+    auto d = model::diff(image, g.at(name));
+    expect(!d, check, who + ": state " + name + " differs from the model: " + d.value_or(""));
+  }
+  expect(w.size() == g.size(), check, who + ": holds states the model does not know");
+}
+
+// A scenario's `restore c1 into A [and B [then merge]]`.
+void BackendSimulation::scripted_restore(const Action& a) {
+  StepLine shown;
+  shown.action = a;
+  trace("writer " + print_action(shown));
+  const CheckpointRecord* rec = named(a.snapshot);
+  if (rec == nullptr || !rec->complete) {
+    invalid(*tasks_[0], a.snapshot + " is not a complete checkpoint (it " +
+                            (rec == nullptr || !rec->finished ? "has not finished" : "failed") +
+                            "); only a complete one restores");
+  }
+  for (const GroupRange& r : {a.into, a.also}) {
+    if (!r.empty() && r.last >= max_parallelism_) {
+      invalid(*tasks_[0], "key groups " + range_text(r) + " beyond max parallelism " +
+                              std::to_string(max_parallelism_));
+    }
+  }
+  auto bytes = storage_->read(rec->id);
+  expect(bytes.ok(), "restore",
+         rec->name + " does not read back: " + scrub(bytes.status().message()));
+  const KeyGroupRange ra(a.into.first, a.into.last);
+  const KeyGroupRange rb =
+      a.also.empty() ? KeyGroupRange() : KeyGroupRange(a.also.first, a.also.last);
+  yields_enabled_ = false;
+  round_trip(rec->image, *bytes, rec->name, ra, rb, a.merge_back);
+  yields_enabled_ = true;
+}
+
+// ---------------------------------------------------------------------------------------
+// The releaser
+
+void BackendSimulation::releaser_body(Task& self) {
+  if (scenario_ != nullptr) {
+    while (self.next_line < self.program.size()) {
+      const std::string& name = self.program[self.next_line]->action.snapshot;
+      while (named(name) == nullptr) Fiber::yield();  // not runnable until it starts
+      const StepLine* line = take_line(self);
+      CheckpointRecord& rec = *named(name);
+      begin_action(self, line->action);
+      if (!rec.decided) {
+        rec.decided = true;
+        --undecided_;
+      }
+      if (line->action.kind == ActionKind::cancel) cancel(rec, "releaser");
+      end_unit(self);
+      Fiber::yield();
+    }
+    return;
+  }
+  for (;;) {
+    std::vector<CheckpointRecord*> pending;
+    for (const auto& r : checkpoints_) {
+      if (!r->finished && !r->decided) pending.push_back(r.get());
+    }
+    if (pending.empty()) {
+      if (writer_done_) return;
+      Fiber::yield();  // not runnable until a checkpoint starts or the writer is done
+      continue;
+    }
+    CheckpointRecord& rec = *pending[self.rng.below(pending.size())];
+    rec.decided = true;
+    --undecided_;
+    Action decision;
+    decision.snapshot = rec.name;
+    decision.kind =
+        self.rng.below(100) < opts_.cancel_percent ? ActionKind::cancel : ActionKind::keep;
+    begin_action(self, decision);
+    if (decision.kind == ActionKind::cancel) cancel(rec, "releaser");
+    end_unit(self);
+    Fiber::yield();
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Checks
+
+void BackendSimulation::after_step_checks() {
+  if (!dirty_ || writer_in_op_) return;
+  dirty_ = false;
+  if (in_flight() == 0) {
+    // C2 at the maps themselves: nothing pins a version, nothing stays retired.
+    primary_->each([&](const char* name, auto& handle) {
+      auto& table = handle.table();
+      for (std::int32_t g = table.range().start(); g <= table.range().end(); ++g) {
+        auto& m = table.map(g);
+        expect(m.highest_required_version() == 0 && m.retired_count() == 0, "C2",
+               std::string("no checkpoint is in flight, yet the map of state ") + name +
+                   " in key group " + std::to_string(g) + " has highest required version " +
+                   std::to_string(m.highest_required_version()) + " and " +
+                   std::to_string(m.retired_count()) + " retired items");
+      }
+    });
+  }
+  if (opts_.deep_check_every == 0 || ++dirty_steps_ % opts_.deep_check_every != 0) return;
+  ++result_.stats.deep_checks;
+  std::string why;
+  const bool sound = primary_->backend->check_invariants(&why);
+  expect(sound, why.substr(0, why.find(':')), why);
+  expect(model_.check_invariants(), "model", "the backend model broke an invariant");
+  const BackendImage live = contents(*primary_, "the live backend");
+  compare(model_.live(), live, "live", "the live backend");
+  for (const auto& [name, image] : live) result_.stats.entries_checked += image.size();
+}
+
+void BackendSimulation::check_expectation(const Expectation& e) {
+  const std::string at = scenario_->file + ":" + std::to_string(e.line) + ": ";
+  auto fail = [&](const std::string& message) {
+    throw CheckFailed{"expect", at + message, e.line};
+  };
+  if (e.kind == ExpectKind::failure) return;  // judged on the outcome of the whole run
+  if (e.kind == ExpectKind::latest) {
+    auto latest = storage_->latest();
+    if (!latest.ok()) fail("finding the latest checkpoint: " + scrub(latest.status().message()));
+    const CheckpointRecord* want = e.target == "none" ? nullptr : named(e.target);
+    if (e.target != "none" && want == nullptr) fail(e.target + " has not started");
+    const std::optional<std::uint64_t> want_id =
+        want != nullptr ? std::optional<std::uint64_t>(want->id) : std::nullopt;
+    if (*latest != want_id) {
+      fail("the latest complete checkpoint is " +
+           (*latest ? checkpoints_.at(**latest - 1)->name : std::string("none")) + ", expected " +
+           e.target);
+    }
+    return;
+  }
+  if (e.kind != ExpectKind::image || e.state.empty()) {
+    fail("a map expectation in a backend scenario");
+  }
+  const Image want(e.image.begin(), e.image.end());
+  auto image_text = [](const Image& image) {
+    return print_image(ScenarioImage(image.begin(), image.end()));
+  };
+  if (e.target == "live") {
+    const BackendImage live = contents(*primary_, "the live backend");
+    const Image& got = live.at(e.state);
+    if (got != want)
+      fail("live " + e.state + " is " + image_text(got) + ", expected " + image_text(want));
+    return;
+  }
+  const CheckpointRecord* rec = named(e.target);
+  if (rec == nullptr) fail(e.target + " has not started");
+  const KeyGroupRange range = e.into.empty() ? range_ : KeyGroupRange(e.into.first, e.into.last);
+  if (!e.into.empty() && e.into.last >= max_parallelism_) {
+    fail("key groups " + range_text(e.into) + " beyond max parallelism " +
+         std::to_string(max_parallelism_));
+  }
+  const std::string where = e.target + (e.into.empty() ? "" : " into " + range_text(e.into));
+  const Image by_model = restricted(rec->image, range).at(e.state);
+  if (by_model != want) {
+    fail(where + " " + e.state + " is " + image_text(by_model) + " by the model, expected " +
+         image_text(want));
+  }
+  if (!rec->complete) return;  // failed or unfinished: the model's word is all there is
+  auto bytes = storage_->read(rec->id);
+  if (!bytes.ok()) fail(e.target + " does not read back: " + scrub(bytes.status().message()));
+  const CheckpointInput in{rec->name, *bytes};
+  const auto sb = restored({in}, range, false, where);
+  const Image got = contents(*sb, where).at(e.state);
+  if (got != want) {
+    fail(where + " " + e.state + " restored to " + image_text(got) + ", expected " +
+         image_text(want));
+  }
+}
+
+std::uint64_t BackendSimulation::digest() const {
+  Digest d;
+  for (const auto& [name, image] : model_.live()) {
+    d.add(name.size());
+    for (const auto& [key, value] : image) {
+      d.add(key.first);
+      d.add(static_cast<std::uint64_t>(key.second));
+      d.add(value.size());
+      for (auto x : value) d.add(static_cast<std::uint64_t>(x));
+    }
+  }
+  digest_tasks(d);
+  for (const auto& r : checkpoints_) {
+    d.add(r->id);
+    d.add(static_cast<std::uint64_t>(r->finished) | (std::uint64_t{r->complete} << 1) |
+          (std::uint64_t{r->in_step} << 2) | (std::uint64_t{r->cancel_requested} << 3) |
+          (std::uint64_t{r->decided} << 4));
+    d.add(r->writer != nullptr ? r->writer->bytes_written() : 0);
+  }
+  d.add(fs_ != nullptr ? fs_->operations() : 0);
+  d.add(armed_at_);
+  d.add(writer_done_);
+  d.add(writer_in_op_);
+  return d.h;
+}
+
+}  // namespace
+
+std::unique_ptr<SimCore> make_backend_simulation(const RunConfig& config, Strategy& strategy) {
+  return std::make_unique<BackendSimulation>(config, strategy);
+}
+
+}  // namespace cowstate::sim::detail

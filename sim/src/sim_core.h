@@ -1,0 +1,316 @@
+// The scheduling half of a simulation, shared by the map simulation (run.cc) and the
+// backend simulation (backend_run.cc). Internal to sim/src.
+//
+// A simulation is a set of tasks (fibers) on one thread. SimCore owns them and runs them:
+// under a strategy (run_strategy), as a fixed scenario's lines (run_fixed, then
+// finish_tasks), one scheduler step at a time (resume). It keeps the trace (every line
+// hashed with FNV-1a; the whole trace or only its tail kept), records what each task did
+// for to_scenario, and turns the three ways a run stops early into an Outcome:
+//   CheckFailed      a checker saw a wrong result        -> failure (exit 1)
+//   AssertionCaught  a production assertion fired         -> assertion (exit 3)
+//   ScenarioInvalid  a scenario line cannot run as written -> invalid (exit 2)
+// The workload half (a subclass) spawns the tasks, runs the checks after each step, judges
+// expectations and hashes its state for exploration.
+//
+// Thread safety: one thread; current_sim() names the simulation whose fibers are running,
+// so the production yield hook can reach it.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "cowstate/assert.h"
+#include "cowstate/hooks.h"
+#include "cowstate/sim/fiber.h"
+#include "cowstate/sim/random.h"
+#include "cowstate/sim/run.h"
+#include "cowstate/sim/scenario.h"
+#include "cowstate/sim/strategy.h"
+
+namespace cowstate::sim::detail {
+
+// A check failed: thrown inside a task, caught by the scheduler.
+struct CheckFailed {
+  std::string check;
+  std::string message;
+  int line = 0;  // scenario line of a failed expectation
+};
+// A scenario step that cannot run as written.
+struct ScenarioInvalid {
+  int line;
+  std::string message;
+};
+// A production assertion fired (throw_assertion turns it into this exception).
+struct AssertionCaught {
+  std::string invariant;
+  std::string message;
+};
+
+[[noreturn]] inline void throw_assertion(const char* expr, const char* invariant,
+                                         const char* message, const char* file, int line) {
+  throw AssertionCaught{invariant, std::string(message) + " (" + expr + " at " + file + ":" +
+                                       std::to_string(line) + ")"};
+}
+
+inline void expect(bool ok, std::string check, const std::string& message) {
+  if (!ok) throw CheckFailed{std::move(check), message};
+}
+
+constexpr std::uint32_t kNoTask = 0xffffffffu;
+
+enum class TaskKind : std::uint8_t { writer, serializer, releaser };
+
+struct Task {
+  std::uint32_t id = 0;
+  std::string name;         // in the trace: writer, ser1, releaser
+  std::string script_name;  // in scenarios: writer, s1, releaser
+  TaskKind kind = TaskKind::writer;
+  std::uint32_t weight = 1;
+  Prng rng{0};
+  std::unique_ptr<Fiber> fiber;
+  // Where the task is: steps it finished and yields taken inside the current one.
+  std::uint64_t units_done = 0;
+  std::uint64_t inner_yields = 0;
+  const char* point = "";  // the yield point it stopped at, while inner_yields > 0
+  // Scenario runs: the task's step lines (`continue` lines excluded) and the next one.
+  std::vector<const StepLine*> program;
+  std::size_t next_line = 0;
+  const StepLine* current_line = nullptr;  // the line its current step runs
+};
+
+// FNV-1a over the words of a state, for exploration dedup.
+struct Digest {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  void add(std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 0x100000001b3ULL;
+    }
+  }
+};
+
+inline Task* find_task(const std::vector<std::unique_ptr<Task>>& tasks, const std::string& name) {
+  for (const auto& t : tasks) {
+    if (t->script_name == name) return t.get();
+  }
+  return nullptr;
+}
+
+// The options of a scenario run (WorkloadOptions or BackendWorkloadOptions) on top of `o`:
+// the scenario's capacities, a deep check after every step, as many writer operations as
+// it has writer lines, and a releaser task when a line names it.
+template <class Options>
+Options scenario_options(const Scenario& scenario, Options o) {
+  const ScenarioConfig& c = scenario.config;
+  o.initial_capacity = c.initial_capacity;
+  o.min_capacity = c.min_capacity;
+  o.max_capacity = c.max_capacity;
+  o.deep_check_every = 1;
+  o.ops_max = 0;
+  o.cancel_percent = 0;
+  for (const ScenarioItem& item : scenario.items) {
+    const auto* s = std::get_if<StepLine>(&item);
+    if (s == nullptr || s->action.kind == ActionKind::resume) continue;
+    if (s->task == "writer") ++o.ops_max;
+    if (s->task == "releaser") o.cancel_percent = 1;  // the releaser task exists
+  }
+  return o;
+}
+
+class SimCore {
+ public:
+  SimCore(const RunConfig& config, Strategy& strategy)
+      : config_(config), strategy_(strategy), scenario_(config.scenario) {}
+  virtual ~SimCore() = default;
+  SimCore(const SimCore&) = delete;
+  SimCore& operator=(const SimCore&) = delete;
+
+  // Runs the simulation to its end.
+  RunResult run();
+
+  // Called at every COWSTATE_YIELD point inside production code.
+  // The checkpoint writer's points (checkpoint.cc) are compiled only into builds whose impl
+  // has the hooks (the mutants preset); taking them would make a seed's trace depend on the
+  // build, so the simulator passes them by: its serializers interleave between steps.
+  void on_yield(const char* point) {
+    if (!Fiber::in_fiber() || running_ == nullptr || !yields_enabled_) return;
+    if (std::string_view(point).starts_with("checkpoint_writer.")) return;
+    ++result_.stats.yields;
+    ++running_->inner_yields;
+    running_->point = point;
+    trace(running_->name + " yield " + point);
+    Fiber::yield();
+  }
+
+ protected:
+  // --- the workload's part ---
+  // Traces the header line, calls strategy_.begin_run and spawns the first tasks.
+  virtual void start() = 0;
+  virtual bool is_runnable(const Task& t) const = 0;
+  // After every scheduler step (and once more after a scenario's last one).
+  virtual void after_step_checks() = 0;
+  // After a step of t: the checks, and what observers see.
+  virtual void after_resume(Task& t, const StepRecord& rec) = 0;
+  virtual void check_expectation(const Expectation& e) = 0;
+  // Everything that decides the rest of the run, hashed (for exploration dedup).
+  virtual std::uint64_t digest() const = 0;
+  // A production assertion fired: the structures it guarded may be broken.
+  virtual void on_assertion() {}
+
+  // --- tasks ---
+  Task& spawn(std::string name, std::string script_name, TaskKind kind, std::uint32_t weight,
+              std::function<void()> body) {
+    auto t = std::make_unique<Task>();
+    t->id = static_cast<std::uint32_t>(tasks_.size());
+    t->name = std::move(name);
+    t->script_name = std::move(script_name);
+    t->kind = kind;
+    t->weight = weight;
+    t->rng = Prng(derive_seed(config_.seed, 1000 + t->id));
+    t->fiber = std::make_unique<Fiber>(std::move(body));
+    if (scenario_ != nullptr) {
+      for (const ScenarioItem& item : scenario_->items) {
+        const auto* s = std::get_if<StepLine>(&item);
+        if (s != nullptr && s->task == t->script_name && s->action.kind != ActionKind::resume) {
+          t->program.push_back(s);
+        }
+      }
+    }
+    if (config_.record) result_.tasks.push_back(TaskRecord{t->script_name, {}});
+    tasks_.push_back(std::move(t));
+    return *tasks_.back();
+  }
+  // The task's next scenario line (nullptr past its last one, or in generated runs).
+  const StepLine* take_line(Task& t) {
+    if (scenario_ == nullptr || t.next_line >= t.program.size()) return nullptr;
+    t.current_line = t.program[t.next_line++];
+    return t.current_line;
+  }
+  void begin_action(Task& t, const Action& a) {
+    if (config_.record) result_.tasks[t.id].actions.push_back(a);
+  }
+  // Ends the task's current step (before its Fiber::yield).
+  static void end_unit(Task& t) {
+    ++t.units_done;
+    t.inner_yields = 0;
+    t.point = "";
+  }
+  [[noreturn]] void invalid(const Task& t, const std::string& message) {
+    throw ScenarioInvalid{t.current_line != nullptr ? t.current_line->line : 0, message};
+  }
+
+  void trace(const std::string& line) {
+    const std::string full = std::to_string(result_.stats.steps) + " " + line;
+    for (const char c : full) {
+      hash_ ^= static_cast<std::uint8_t>(c);
+      hash_ *= 0x100000001b3ULL;
+    }
+    hash_ ^= static_cast<unsigned char>('\n');
+    hash_ *= 0x100000001b3ULL;
+    if (config_.on_step) step_trace_.push_back(full);
+    if (config_.keep_trace) {
+      result_.trace.push_back(full);
+    } else {
+      if (tail_.size() < config_.trace_tail) {
+        tail_.push_back(full);
+      } else if (!tail_.empty()) {
+        tail_[tail_next_] = full;  // ring buffer: tail_next_ is the oldest line
+      }
+      if (config_.trace_tail > 0) tail_next_ = (tail_next_ + 1) % config_.trace_tail;
+    }
+  }
+
+  // A run stopped between two steps may have left the writer inside an operation: lets it
+  // finish that operation (nothing else runs) so the structures it writes are whole again.
+  void finish_writer_op() {
+    if (!writer_in_op_ || tasks_.empty()) return;
+    Task& w = *tasks_[0];
+    running_ = &w;
+    while (writer_in_op_ && !w.fiber->finished()) {
+      try {
+        w.fiber->resume();
+      } catch (...) {
+        break;
+      }
+    }
+    running_ = nullptr;
+  }
+
+  // The writer task's body: `ops` steps, each the scenario's next line or generate(rng),
+  // run by execute(action) with writer_in_op_ set around it, then after().
+  template <class Generate, class Execute, class After>
+  void writer_loop(std::uint32_t ops, Generate&& generate, Execute&& execute, After&& after) {
+    Task& self = *tasks_[0];
+    for (std::uint32_t i = 0; i < ops; ++i) {
+      const StepLine* line = take_line(self);
+      const Action action = line != nullptr ? line->action : generate(self.rng);
+      begin_action(self, action);
+      writer_in_op_ = true;
+      try {
+        execute(action);
+      } catch (const CheckFailed&) {
+        writer_in_op_ = false;  // checks run after the production call returned: it is whole
+        throw;
+      }
+      writer_in_op_ = false;
+      after();
+      ++result_.stats.ops;
+      end_unit(self);
+      Fiber::yield();
+    }
+    writer_done_ = true;
+  }
+
+  // Adds where every task is (and its random stream) to an exploration digest.
+  void digest_tasks(Digest& d) const {
+    for (const auto& t : tasks_) {
+      d.add(t->fiber->finished());
+      d.add(t->units_done);
+      d.add(t->inner_yields);
+      for (int w = 0; w < 4; ++w) d.add(t->rng.state()[w]);
+    }
+  }
+
+  // --- scheduling ---
+  void resume(Task& t);  // one scheduler step of t, with its bookkeeping and checks
+  void run_strategy();
+  void run_fixed();
+  void finish_tasks();  // runs every unfinished task to its end, lowest id first
+
+  RunConfig config_;
+  Strategy& strategy_;
+  const Scenario* scenario_;
+  std::vector<std::unique_ptr<Task>> tasks_;
+  Task* running_ = nullptr;
+  bool writer_done_ = false;
+  bool writer_in_op_ = false;
+  bool yields_enabled_ = true;  // off while a task runs a check that calls production code
+  std::uint64_t step_bound_ = 0;
+  std::uint64_t hash_ = 0xcbf29ce484222325ULL;
+  std::vector<std::string> tail_;
+  std::size_t tail_next_ = 0;
+  std::vector<std::string> step_trace_;  // trace lines of the current step, for on_step
+  RunResult result_;
+};
+
+// The simulation whose fibers are executing (one thread), for the yield hook.
+inline SimCore*& current_sim() {
+  static SimCore* sim = nullptr;
+  return sim;
+}
+
+// Runs `sim` with production assertions turned into AssertionCaught and the yield hook
+// pointing at it; destroys it before restoring the previous assertion handler.
+RunResult run_simulation(std::unique_ptr<SimCore> sim);
+
+// The backend simulation (backend_run.cc).
+std::unique_ptr<SimCore> make_backend_simulation(const RunConfig& config, Strategy& strategy);
+
+}  // namespace cowstate::sim::detail

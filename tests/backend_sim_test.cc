@@ -1,0 +1,159 @@
+// The backend simulation (sim/src/backend_run.cc): determinism, what a campaign exercises,
+// recorded runs replayed as scenarios, shrinking a backend failure, and scenario runs.
+#include <catch2/catch.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cowstate/sim/campaign.h"
+#include "cowstate/sim/run.h"
+#include "cowstate/sim/scenario.h"
+#include "cowstate/sim/shrink.h"
+
+using namespace cowstate::sim;
+
+namespace {
+
+CaseSpec backend_case(std::uint64_t seed, const std::string& strategy, std::uint32_t ops = 150) {
+  CampaignOptions options;
+  options.seed = seed;
+  options.ops = ops;
+  options.strategy = strategy;
+  options.workload = WorkloadKind::backend;
+  return case_for_run(options, 0);
+}
+
+Scenario parse_ok(const std::string& text) {
+  ParseError error;
+  auto s = parse_scenario(text, "b.scenario", &error);
+  INFO(error.to_string());
+  REQUIRE(s.has_value());
+  return *s;
+}
+
+bool traced(const RunResult& r, const std::string& what) {
+  for (const std::string& line : r.trace) {
+    if (line.find(what) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("the same seed gives the same backend trace and different seeds different ones",
+          "[sim][backend][determinism]") {
+  std::set<std::uint64_t> hashes;
+  for (const char* strategy : {"random", "pct"}) {
+    for (std::uint64_t seed = 1; seed <= 8; ++seed) {
+      const CaseSpec spec = backend_case(seed, strategy);
+      const RunResult a = run_case(spec, true);
+      const RunResult b = run_case(spec, true);
+      INFO(strategy << " seed " << seed << ": " << a.message);
+      REQUIRE(a.outcome == Outcome::pass);
+      CHECK(a.trace_hash == b.trace_hash);
+      CHECK(a.trace == b.trace);
+      CHECK(a.schedule == b.schedule);
+      hashes.insert(a.trace_hash);
+    }
+  }
+  CHECK(hashes.size() == 16);
+}
+
+TEST_CASE("backend runs complete, fail and cancel checkpoints and restore every complete one",
+          "[sim][backend][run]") {
+  RunStats total;
+  bool injected = false, cancelled = false;
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    const RunResult r = run_case(backend_case(seed, "random"), true);
+    INFO("seed " << seed << ": " << r.check << ": " << r.message);
+    REQUIRE(r.outcome == Outcome::pass);
+    total.snapshots += r.stats.snapshots;
+    total.snapshots_checked += r.stats.snapshots_checked;
+    total.entries_checked += r.stats.entries_checked;
+    injected = injected || traced(r, "injected I/O error");
+    cancelled = cancelled || traced(r, "cancelled after");
+  }
+  CHECK(total.snapshots_checked > 40);
+  CHECK(total.snapshots > total.snapshots_checked);  // some failed or were cancelled
+  CHECK(total.entries_checked > 10000);
+  CHECK(injected);
+  CHECK(cancelled);
+}
+
+TEST_CASE("a recorded backend run written as a scenario replays the same trace",
+          "[sim][backend][shrink]") {
+  for (std::uint64_t seed = 1; seed <= 10; ++seed) {
+    const CaseSpec spec = backend_case(seed, seed % 2 == 0 ? "pct" : "random", 100);
+    RunConfig config = config_for_case(spec);
+    config.record = true;
+    config.keep_trace = true;
+    auto strategy = make_strategy(spec.strategy, spec.pct_depth, case_ops(spec));
+    const RunResult recorded = run_once(config, *strategy);
+    REQUIRE(recorded.outcome == Outcome::pass);
+    const Scenario scenario = to_scenario(config, recorded);
+    CHECK(scenario.config.backend);
+    const std::string text = print_scenario(scenario);
+    ParseError error;
+    auto parsed = parse_scenario(text, "recorded", &error);
+    INFO("seed " << seed << ": " << error.to_string() << "\n" << text);
+    REQUIRE(parsed.has_value());
+    CHECK(*parsed == scenario);
+    const RunResult replayed = run_scenario(*parsed, true);
+    INFO(replayed.message);
+    REQUIRE(replayed.outcome == Outcome::pass);
+    CHECK(replayed.stats.ops == recorded.stats.ops);
+    CHECK(replayed.stats.snapshots_checked == recorded.stats.snapshots_checked);
+    // The bodies agree line for line (the header line and step numbers differ).
+    auto body = [](const RunResult& r) {
+      std::vector<std::string> out;
+      for (std::size_t i = 1; i < r.trace.size(); ++i) {
+        out.push_back(r.trace[i].substr(r.trace[i].find(' ') + 1));
+      }
+      return out;
+    };
+    CHECK(body(replayed) == body(recorded));
+  }
+}
+
+TEST_CASE("an injected I/O error fails only its checkpoint and the previous one still restores",
+          "[sim][backend][scenario]") {
+  const Scenario s = parse_ok(R"(config workload=backend
+writer: value s=count k=1 update 1
+writer: checkpoint c1
+c1: step all
+writer: value s=count k=1 update 2
+writer: checkpoint c2
+c2: fail at write 3
+c2: step all
+expect latest c1
+expect c1 s=count = {1:1}
+expect c2 s=count = {1:2}
+)");
+  const RunResult r = run_scenario(s, true);
+  INFO(r.check << ": " << r.message);
+  CHECK(r.outcome == Outcome::pass);
+  CHECK(r.stats.snapshots_checked == 1);
+  CHECK(traced(r, "c2 failed: writing checkpoint 2 at byte"));
+  CHECK(traced(r, "injected I/O error (operation"));
+}
+
+TEST_CASE("a wrong backend expectation fails at `expect` and names what production code holds",
+          "[sim][backend][scenario]") {
+  const Scenario s = parse_ok(R"(config workload=backend
+writer: value s=count k=1 update 1 ; value s=count k=3 update 3
+writer: checkpoint c1
+c1: step all
+expect c1 into 0-3 s=count = {1:1}
+)");
+  const RunResult r = run_scenario(s);
+  CHECK(r.outcome == Outcome::failure);
+  CHECK(r.check == "expect");
+  CHECK(r.failed_line == 5);
+  CHECK(r.message == "b.scenario:5: c1 into 0-3 count is {3:3} by the model, expected {1:1}");
+  const RunResult invalid = run_scenario(parse_ok(R"(config workload=backend
+writer: checkpoint c1
+writer: restore c1 into 0-3
+)"));
+  CHECK(invalid.outcome == Outcome::invalid);
+  CHECK(invalid.message.find("b.scenario:3: c1 is not a complete checkpoint") == 0);
+}
