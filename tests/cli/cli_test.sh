@@ -68,6 +68,17 @@ options=$(sed -E 's/.*"options":"([^"]*)".*/\1/' "$work/all.jsonl" | head -1)
 printf 'seed %s\nstrategy random\npct_depth 3\noptions %s\ntrace_hash %s\n' "$seed" "$options" "$hash" >"$work/ok.case"
 expect_exit 0 "trace hash $hash matches" -- "$cowstate" replay "$work/ok.case"
 
+# The backend workload: a campaign passes, a recorded backend case replays exactly.
+expect_exit 0 "^PASS" -- "$cowstate" fuzz --workload backend --runs 4 --ops 60
+expect_exit 2 "workload" -- "$cowstate" fuzz --workload nope
+"$cowstate" fuzz --workload backend --seed 7 --runs 2 --ops 60 --json >"$work/b.jsonl"
+bseed=$(sed -E 's/.*"seed":([0-9]+).*/\1/' "$work/b.jsonl" | head -1)
+bhash=$(sed -E 's/.*"trace_hash":([0-9]+).*/\1/' "$work/b.jsonl" | head -1)
+boptions=$(sed -E 's/.*"options":"([^"]*)".*/\1/' "$work/b.jsonl" | head -1)
+printf 'seed %s\nstrategy random\npct_depth 3\nworkload backend\noptions %s\ntrace_hash %s\n' \
+  "$bseed" "$boptions" "$bhash" >"$work/b.case"
+expect_exit 0 "trace hash $bhash matches" -- "$cowstate" replay "$work/b.case"
+
 # explain: narrates a scenario, exits with its run's code; dot writes one graph per step.
 printf 'config capacity=4 hash=identity\nwriter: put k=1 v=10 ; put k=5 v=50\nwriter: snapshot s1\nwriter: put k=1 v=11\n' >"$work/chain.scenario"
 expect_exit 0 "k5: copied because entry_version 0 < H=1 \(snapshot s1 may see it\)" -- "$cowstate" explain "$work/chain.scenario"
