@@ -1,0 +1,233 @@
+// cowstate_checkpoint_bench: checkpoint write and restore throughput of a keyed backend at
+// 1e6 entries, against a buffered 16-byte-record write of the same byte count.
+//
+//   write    sync phase (a map snapshot per key group) + async phase (CheckpointWriter in
+//            steps of 64Ki entries) into a file in --dir (page cache: no fsync), closed
+//   restore  read of that file + KeyedStateBackend::restore into a fresh backend (every
+//            checksum verified, every key's key group checked)
+//   baseline fwrite of 16-byte records (a 1 MiB stdio buffer) of the checkpoint's size,
+//            fclose included
+// MB/s = checkpoint bytes / time (1 MB = 1e6 bytes). Each figure is the median of --reps
+// samples; time is the thread's CPU time (user + system: the write(2) and read(2) copies
+// count), so other load on a shared machine does not count; --wall uses the monotonic
+// clock instead. Cases: u64 -> int64 and u64 -> 32-byte string value states (VoidNamespace),
+// uncompressed, LZ4 and zstd (level 1). Targets (uncompressed): write >= 1000 MB/s, restore
+// >= 500 MB/s. A benchmark, never a test: it exits non-zero only when a restore does not
+// give back what was written.
+#include <malloc.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cowstate/checkpoint.h"
+#include "cowstate/checkpoint_storage.h"
+#include "cowstate/keyed_state_backend.h"
+
+namespace {
+
+using Backend = cowstate::KeyedStateBackend<cowstate::UInt64Serializer>;
+
+bool g_wall = false;
+
+double now_seconds() {
+  if (g_wall) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::uint64_t splitmix64(std::uint64_t& s) {
+  std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "cowstate_checkpoint_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+// A checkpoint sink into a plain file (no fsync: the page cache is what is measured).
+class FileSink final : public cowstate::CheckpointSink {
+ public:
+  explicit FileSink(const std::string& path) {
+    auto f = cowstate::posix_file_system().create_file(path);
+    if (!f.ok()) die(f.status().message());
+    file_ = std::move(*f);
+  }
+  cowstate::Status append(std::span<const std::byte> bytes) override {
+    return file_->append(bytes);
+  }
+  void close() {
+    if (cowstate::Status st = file_->close(); !st.ok()) die(st.message());
+  }
+
+ private:
+  std::unique_ptr<cowstate::WritableFile> file_;
+};
+
+struct Row {
+  std::string name;
+  double mb = 0;
+  double write_mbs = 0;
+  double restore_mbs = 0;
+};
+
+// One case: a value state of serializer VS holding `n` entries made by make(i).
+template <class VS, class Make>
+Row run_case(const char* name, std::uint64_t n, cowstate::Compression c, const std::string& dir,
+             int reps, Make make) {
+  using V = typename VS::value_type;
+  Backend b(cowstate::KeyGroupRange::all(128));
+  auto& state = b.value_state<cowstate::VoidNamespaceSerializer, VS>("s");
+  std::uint64_t rng = 42;
+  std::vector<std::uint64_t> keys(n);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    keys[i] = splitmix64(rng);
+    if (!b.set_current_key(keys[i]).ok()) die("key outside the range");
+    state.update(make(i));
+  }
+  const std::string path = dir + "/cowstate-bench.cscp";
+  std::vector<double> writes;
+  std::vector<double> restores;
+  std::size_t bytes = 0;
+  for (int r = 0; r < reps + 1; ++r) {  // the first round warms up and is not counted
+    const double t0 = now_seconds();
+    {
+      FileSink sink(path);
+      cowstate::CheckpointWriter w(b.snapshot(static_cast<std::uint64_t>(r + 1)), &sink, {c, 1});
+      while (!w.step(std::size_t{1} << 16)) {
+      }
+      if (!w.done()) die(w.status().message());
+      sink.close();
+      bytes = w.bytes_written();
+    }
+    const double t1 = now_seconds();
+    Backend restored(cowstate::KeyGroupRange::all(128));
+    auto& rs = restored.value_state<cowstate::VoidNamespaceSerializer, VS>("s");
+    const double t2 = now_seconds();
+    {
+      auto file = cowstate::posix_file_system().read_file(path);
+      if (!file.ok()) die(file.status().message());
+      const cowstate::CheckpointInput in{path, *file};
+      if (cowstate::Status st = restored.restore({&in, 1}); !st.ok()) die(st.message());
+    }
+    const double t3 = now_seconds();
+    if (rs.table().size() != n) die("restore lost entries");
+    for (std::uint64_t i = 0; i < n; i += 9973) {  // spot checks
+      if (!restored.set_current_key(keys[i]).ok() || rs.value() != V(make(i))) {
+        die("restore gave back another value");
+      }
+    }
+    if (r > 0) {
+      writes.push_back(t1 - t0);
+      restores.push_back(t3 - t2);
+    }
+  }
+  std::remove(path.c_str());
+  const double mb = static_cast<double>(bytes) / 1e6;
+  return {std::string(name) + ", " + cowstate::compression_name(c), mb, mb / median(writes),
+          mb / median(restores)};
+}
+
+// Buffered 16-byte records, the same byte count.
+double baseline_mbs(std::size_t bytes, const std::string& dir, int reps) {
+  const std::string path = dir + "/cowstate-bench-baseline.bin";
+  std::vector<double> times;
+  std::vector<char> buffer(1 << 20);
+  for (int r = 0; r < reps + 1; ++r) {
+    const double t0 = now_seconds();
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr) die("cannot create " + path);
+    std::setvbuf(f, buffer.data(), _IOFBF, buffer.size());
+    std::uint64_t record[2] = {0, 0};
+    for (std::size_t i = 0; i < bytes / 16; ++i) {
+      record[0] = i;
+      record[1] = i * 3;
+      if (std::fwrite(record, 16, 1, f) != 1) die("fwrite failed");
+    }
+    if (std::fclose(f) != 0) die("fclose failed");
+    if (r > 0) times.push_back(now_seconds() - t0);
+  }
+  std::remove(path.c_str());
+  return static_cast<double>(bytes) / 1e6 / median(times);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::uint64_t n = 1000000;
+  int reps = 5;
+  std::string dir = "/dev/shm";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--entries" && i + 1 < argc) {
+      n = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--reps" && i + 1 < argc) {
+      reps = std::atoi(argv[++i]);
+    } else if (a == "--dir" && i + 1 < argc) {
+      dir = argv[++i];
+    } else if (a == "--wall") {
+      g_wall = true;
+    } else if (a == "--quick") {
+      n = 100000;
+      reps = 1;
+    } else {
+      std::fprintf(stderr,
+                   "usage: cowstate_checkpoint_bench [--entries N] [--reps N] [--dir DIR] "
+                   "[--wall] [--quick]\n");
+      return 2;
+    }
+  }
+  if (reps < 1 || n < 1) die("bad arguments");
+  // Keep freed memory, as a long-running process's heap does (as cowstate_bench does):
+  // otherwise every restore would fault in again the pages the previous backend returned,
+  // which times the kernel's page-fault path rather than the restore.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  std::printf("checkpoint write/restore, %llu entries, median of %d, %s time, files in %s\n\n",
+              static_cast<unsigned long long>(n), reps, g_wall ? "wall" : "thread CPU",
+              dir.c_str());
+  std::printf("| case | MB | write MB/s | restore MB/s | baseline MB/s |\n");
+  std::printf("| --- | ---: | ---: | ---: | ---: |\n");
+  std::vector<Row> rows;
+  for (auto c :
+       {cowstate::Compression::none, cowstate::Compression::lz4, cowstate::Compression::zstd}) {
+    rows.push_back(run_case<cowstate::Int64Serializer>(
+        "u64 -> int64", n, c, dir, reps,
+        [](std::uint64_t i) { return static_cast<std::int64_t>(i * 7); }));
+    rows.push_back(run_case<cowstate::StringSerializer>(
+        "u64 -> string(32)", n, c, dir, reps, [](std::uint64_t i) {
+          std::string s(32, 'a');
+          std::memcpy(s.data(), &i, sizeof i);  // distinct, partly compressible
+          return s;
+        }));
+  }
+  bool met = true;
+  for (const Row& r : rows) {
+    const double base = baseline_mbs(static_cast<std::size_t>(r.mb * 1e6), dir, reps);
+    std::printf("| %s | %.1f | %.0f | %.0f | %.0f |\n", r.name.c_str(), r.mb, r.write_mbs,
+                r.restore_mbs, base);
+    if (r.name.ends_with(", none")) met = met && r.write_mbs >= 1000 && r.restore_mbs >= 500;
+  }
+  std::printf("\ntargets (uncompressed): write >= 1000 MB/s, restore >= 500 MB/s: %s\n",
+              met ? "PASS" : "MISS");
+  return 0;
+}
