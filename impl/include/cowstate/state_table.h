@@ -303,6 +303,8 @@ class StateTable<KS, NS, SS, KH>::Snapshot final : public KeyGroupStateSnapshot 
       NS::write(out, e.ns);
       SS::write(out, e.state);
       scan_.next();
+      // In simulator builds the map's writer may run here, between two entries.
+      if (n + 1 < budget && !scan_.done()) COWSTATE_YIELD("checkpoint_writer.entry");
     }
     written_ += n;
     COWSTATE_ASSERT(written_ <= snap_.size(), "B2", "more entries written than the snapshot holds");
