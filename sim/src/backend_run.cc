@@ -235,6 +235,15 @@ class BackendSimulation final : public SimCore {
   void start() override;
   bool is_runnable(const Task& t) const override {
     if (t.fiber->finished()) return false;
+    if (t.kind == TaskKind::writer) {
+      // A scripted restore waits until its checkpoint has finished (free schedules).
+      if (scenario_ == nullptr || t.inner_yields > 0 || t.next_line >= t.program.size()) {
+        return true;
+      }
+      const Action& next = t.program[t.next_line]->action;
+      const CheckpointRecord* rec = named(next.snapshot);
+      return next.kind != ActionKind::restore || (rec != nullptr && rec->finished);
+    }
     if (t.kind != TaskKind::releaser) return true;
     if (scenario_ != nullptr) {
       return t.next_line >= t.program.size() || t.inner_yields > 0 ||

@@ -489,6 +489,14 @@ int cmd_explore(const std::string& file, const ExploreOptions& options, const st
 int cmd_explain(const std::string& file, const std::string& format, std::string out_dir) {
   auto s = load_scenario(file, "cowstate explain");
   if (!s) return kExitUsage;
+  if (s->config.backend) {
+    std::fprintf(stderr,
+                 "cowstate explain: %s is a backend scenario; explain draws one map's buckets and "
+                 "chains, so it narrates map scenarios only (run this one with `cowstate run "
+                 "--trace`)\n",
+                 file.c_str());
+    return kExitUsage;
+  }
   const Explanation e = explain_scenario(*s);
   if (format == "text") {
     std::fputs(explain_text(e).c_str(), stdout);

@@ -78,6 +78,9 @@ boptions=$(sed -E 's/.*"options":"([^"]*)".*/\1/' "$work/b.jsonl" | head -1)
 printf 'seed %s\nstrategy random\npct_depth 3\nworkload backend\noptions %s\ntrace_hash %s\n' \
   "$bseed" "$boptions" "$bhash" >"$work/b.case"
 expect_exit 0 "trace hash $bhash matches" -- "$cowstate" replay "$work/b.case"
+printf 'config workload=backend\nwriter: value s=count k=1 update 5\n' >"$work/b.scenario"
+expect_exit 0 "^PASS" -- "$cowstate" run "$work/b.scenario"
+expect_exit 2 "narrates map scenarios only" -- "$cowstate" explain "$work/b.scenario"
 
 # explain: narrates a scenario, exits with its run's code; dot writes one graph per step.
 printf 'config capacity=4 hash=identity\nwriter: put k=1 v=10 ; put k=5 v=50\nwriter: snapshot s1\nwriter: put k=1 v=11\n' >"$work/chain.scenario"
