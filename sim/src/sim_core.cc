@@ -133,8 +133,8 @@ void SimCore::finish_tasks() {
 }
 
 RunResult SimCore::run() {
-  start();
   try {
+    start();
     if (scenario_ != nullptr && scenario_->config.fixed_schedule) {
       run_fixed();
       finish_tasks();

@@ -258,6 +258,9 @@ class SimCore {
       } catch (const CheckFailed&) {
         writer_in_op_ = false;  // checks run after the production call returned: it is whole
         throw;
+      } catch (const ScenarioInvalid&) {
+        writer_in_op_ = false;  // found before or after the production call, never inside
+        throw;
       }
       writer_in_op_ = false;
       after();
