@@ -97,7 +97,8 @@ const std::vector<BackendStateInfo>& backend_states() {
 
 const std::vector<std::string>& yield_points() {
   static const std::vector<std::string> points = {"map.copy_chain_prefix", "map.insert_new",
-                                                  "map.rehash_move", "snapshot_writer.entry"};
+                                                  "map.rehash_move", "snapshot_writer.entry",
+                                                  "checkpoint_writer.entry"};
   return points;
 }
 
