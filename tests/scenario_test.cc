@@ -90,7 +90,13 @@ TEST_CASE("parse errors name file, line and column, what was expected and what w
         "t.scenario:1:15: expected a key (a number) in range [0, 18446744073709551615], found "
         "number 99999999999999999999");
   CHECK(parse_error("writer: put k=1 v=1\nconfig capacity=2\n") ==
-        "t.scenario:2:1: expected config before the first step, found 'config' after a step");
+        "t.scenario:2:1: expected config before the first step or expectation, found 'config' "
+        "after a step");
+  // Found by scenario_parser_fuzz: an expectation read under the map workload, then a config
+  // switching to the backend one, printed to text that did not parse (regression 005).
+  CHECK(parse_error("expect copied nothing\nconfig workload=backend\n") ==
+        "t.scenario:2:1: expected config before the first step or expectation, found 'config' "
+        "after an expectation");
   CHECK(parse_error("writer: snapshot s1\nwriter: snapshot s1\n") ==
         "t.scenario:2:18: expected a new snapshot name, found 's1', started at line 1");
   CHECK(parse_error("writer: put k=1 v=1 pause at map.nowhere\n")

@@ -298,7 +298,12 @@ class Parser {
   }
 
   void config() {
-    if (seen_step_) fail(toks_[0], "config before the first step", "'config' after a step");
+    // Steps and expectations are read under the configuration (the workload decides which
+    // actions and expectations exist), so it cannot change once one of them is read.
+    if (seen_statement_) {
+      fail(toks_[0], "config before the first step or expectation",
+           "'config' after " + std::string(seen_statement_));
+    }
     if (peek().kind == Tok::end) fail(peek(), "a setting (capacity=, hash=, schedule=, ...)");
     ScenarioConfig& c = scenario_.config;
     while (peek().kind != Tok::end) {
@@ -439,6 +444,7 @@ class Parser {
   }
 
   void expectation(const Token& start) {
+    if (seen_statement_ == nullptr) seen_statement_ = "an expectation";
     Expectation e;
     e.line = line_no_;
     e.column = start.column;
@@ -523,7 +529,7 @@ class Parser {
       fail(task,
            "a task: writer, releaser, or a snapshot started above (" + known_snapshots() + ")");
     }
-    seen_step_ = true;
+    if (seen_statement_ == nullptr) seen_statement_ = "a step";
     for (;;) {
       StepLine s;
       s.task = task.text;
@@ -870,7 +876,7 @@ class Parser {
   std::vector<Token> toks_;
   std::size_t pos_ = 0;
   int line_no_ = 0;
-  bool seen_step_ = false;
+  const char* seen_statement_ = nullptr;  // what first closed the configuration
   std::map<std::string, int> snapshots_;  // name -> line of its start
   std::map<std::string, TaskState> tasks_;
 };
