@@ -23,6 +23,11 @@ namespace {
 constexpr std::size_t kFixedHeaderSize = 38;
 constexpr std::size_t kMinStateRecord = 2 + 1 + 8 + 1;
 constexpr std::size_t kHeaderSizeOffset = 8;
+// A state's TTL configuration: ttl, update type, visibility, cleanup flags, cleanup size.
+constexpr std::size_t kTtlRecordSize = 8 + 1 + 1 + 1 + 4;
+constexpr std::uint8_t kTtlIncremental = 1;
+constexpr std::uint8_t kTtlKeySwitch = 2;
+constexpr std::uint8_t kTtlFullSnapshot = 4;
 
 using detail::hex64;
 using detail::quoted;
@@ -47,7 +52,7 @@ struct ZstdDCtxFree {
 std::size_t header_size_of(const CheckpointHeader& h) noexcept {
   std::size_t size = kFixedHeaderSize + 8;
   for (const StateMetaInfo& s : h.states) {
-    size += kMinStateRecord + s.name.size() + (s.ttl ? 10 : 0);
+    size += kMinStateRecord + s.name.size() + (s.ttl ? kTtlRecordSize : 0);
   }
   return size;
 }
@@ -78,9 +83,15 @@ void encode_header(ByteWriter& w, const CheckpointHeader& h) {
     w.put_u16(s.value_serializer);
     w.put_u8(s.ttl.has_value() ? 1 : 0);
     if (s.ttl) {
+      COWSTATE_ASSERT(s.ttl->valid(), "L1", "writing an invalid TTL configuration");
+      const auto& inc = s.ttl->incremental_cleanup;
       w.put_u64(s.ttl->ttl_ms);
       w.put_u8(static_cast<std::uint8_t>(s.ttl->update_type));
       w.put_u8(static_cast<std::uint8_t>(s.ttl->visibility));
+      w.put_u8(static_cast<std::uint8_t>((inc ? kTtlIncremental : 0) |
+                                         (inc && inc->run_on_every_key_switch ? kTtlKeySwitch : 0) |
+                                         (s.ttl->full_snapshot_cleanup ? kTtlFullSnapshot : 0)));
+      w.put_u32(inc ? inc->cleanup_size : 0);
     }
   }
   w.put_u64(checksum64(w.written()));
@@ -202,17 +213,34 @@ void CheckpointWriter::begin_block() {
   COWSTATE_ASSERT(!block_open_ && block_.size() == 0, "C1", "a block began over another");
   const auto& sections = snapshot_->key_group(next_key_group_);
   block_.put_u32(static_cast<std::uint32_t>(next_key_group_));
-  block_.put_u32(static_cast<std::uint32_t>(sections.size()));
+  block_.put_u32(static_cast<std::uint32_t>(sections.size()));  // patched by finish_block
   section_ = 0;
-  if (!sections.empty()) {
-    block_.put_u32(sections[0].state);
-    block_.put_u64(sections[0].snapshot->size());
-  }
+  sections_kept_ = 0;
+  if (!sections.empty()) begin_section(sections[0]);
   block_open_ = true;
+}
+
+void CheckpointWriter::begin_section(const BackendSnapshot::Section& s) {
+  section_at_ = block_.size();
+  block_.put_u32(s.state);
+  block_.put_u64(s.snapshot->size());  // patched by end_section when cleanup left entries out
+}
+
+void CheckpointWriter::end_section(const KeyGroupStateSnapshot& s) {
+  COWSTATE_ASSERT(s.done() && s.emitted() <= s.size(), "C1", "a section ended early");
+  if (s.emitted() == 0) {
+    block_.truncate(section_at_);  // TTL cleanup left every entry out: no section
+  } else {
+    if (s.emitted() != s.size()) block_.patch_u64(section_at_ + 4, s.emitted());
+    ++sections_kept_;
+  }
 }
 
 bool CheckpointWriter::finish_block() {
   COWSTATE_ASSERT(block_open_, "C1", "finishing a block that was not begun");
+  COWSTATE_ASSERT(sections_kept_ <= snapshot_->key_group(next_key_group_).size(), "C1",
+                  "more sections kept than the key group has");
+  block_.patch_u32(4, sections_kept_);
   std::span<const std::byte> raw = block_.written();
   std::span<const std::byte> stored = raw;
   Compression used = Compression::none;
@@ -313,11 +341,9 @@ bool CheckpointWriter::step(std::size_t max_entries) {
       KeyGroupStateSnapshot& s = *sections[section_].snapshot;
       budget -= s.write(block_, budget);
       if (s.done()) {
+        end_section(s);
         ++section_;
-        if (section_ < sections.size()) {
-          block_.put_u32(sections[section_].state);
-          block_.put_u64(sections[section_].snapshot->size());
-        }
+        if (section_ < sections.size()) begin_section(sections[section_]);
       }
       if (budget > 0) COWSTATE_YIELD("checkpoint_writer.section");
     } else {
@@ -492,21 +518,46 @@ Result<CheckpointLayout> read_checkpoint_layout(const CheckpointInput& input,
       return err(r, ttl_at, "expected a TTL flag 0 or 1, found " + std::to_string(has_ttl));
     }
     if (has_ttl == 1) {
-      TtlConfig ttl;
+      StateTtlConfig ttl;
       std::uint8_t update = 0;
       std::uint8_t visibility = 0;
-      if (Status st = r.read_u64(ttl.ttl_ms, "TTL"); !st.ok()) return prefixed(name, st);
-      if (Status st = r.read_u8(update, "TTL update type"); !st.ok()) return prefixed(name, st);
-      if (Status st = r.read_u8(visibility, "TTL visibility"); !st.ok()) {
-        return prefixed(name, st);
+      std::uint8_t cleanup = 0;
+      std::uint32_t cleanup_size = 0;
+      Status st = r.read_u64(ttl.ttl_ms, "TTL");
+      if (st.ok()) st = r.read_u8(update, "TTL update type");
+      if (st.ok()) st = r.read_u8(visibility, "TTL visibility");
+      if (st.ok()) st = r.read_u8(cleanup, "TTL cleanup flags");
+      if (st.ok()) st = r.read_u32(cleanup_size, "TTL cleanup size");
+      if (!st.ok()) return prefixed(name, st);
+      if (ttl.ttl_ms == 0 ||
+          ttl.ttl_ms > static_cast<std::uint64_t>(StateTtlConfig::kMaxTimestamp)) {
+        return err(r, ttl_at + 1,
+                   "expected a TTL in [1, 2^63-1] ms for state \"" + s.name + "\", found " +
+                       std::to_string(ttl.ttl_ms));
       }
       if (update > 1 || visibility > 1) {
         return err(r, ttl_at + 9,
                    "expected a TTL update type and visibility in [0, 1], found " +
                        std::to_string(update) + " and " + std::to_string(visibility));
       }
-      ttl.update_type = static_cast<TtlConfig::UpdateType>(update);
-      ttl.visibility = static_cast<TtlConfig::Visibility>(visibility);
+      const bool incremental = (cleanup & kTtlIncremental) != 0;
+      if (cleanup > 7 || ((cleanup & kTtlKeySwitch) != 0 && !incremental) ||
+          incremental != (cleanup_size != 0)) {
+        return err(r, ttl_at + 11,
+                   "expected TTL cleanup flags in [0, 7] (1 incremental, 2 on every key switch "
+                   "with 1, 4 full snapshot) and a cleanup size that is positive exactly with "
+                   "incremental cleanup, found flags " +
+                       std::to_string(cleanup) + " and size " + std::to_string(cleanup_size));
+      }
+      ttl.update_type = static_cast<StateTtlConfig::UpdateType>(update);
+      ttl.visibility = static_cast<StateTtlConfig::Visibility>(visibility);
+      ttl.incremental_cleanup = std::nullopt;
+      if (incremental) {
+        ttl.incremental_cleanup =
+            StateTtlConfig::IncrementalCleanup{cleanup_size, (cleanup & kTtlKeySwitch) != 0};
+      }
+      ttl.full_snapshot_cleanup = (cleanup & kTtlFullSnapshot) != 0;
+      COWSTATE_ASSERT(ttl.valid(), "L1", "a read TTL configuration is valid");
       s.ttl = ttl;
     }
     for (const StateMetaInfo& prior : h.states) {

@@ -160,6 +160,18 @@ class ByteWriter {
     std::memcpy(append(bytes.size()), bytes.data(), bytes.size());
   }
 
+  // Overwrites an already written u32 at `offset` (for fields known only later).
+  // REQUIRES: offset + 4 <= size().
+  void patch_u32(std::size_t offset, std::uint32_t v) noexcept {
+    COWSTATE_ASSERT(offset + 4 <= size(), "REQUIRES", "patch_u32 past the written bytes");
+    detail::store_le(buf_.data() + offset, v);
+  }
+  // Forgets the bytes written from `offset` on: the next append goes there.
+  // REQUIRES: offset <= size().
+  void truncate(std::size_t offset) noexcept {
+    COWSTATE_ASSERT(offset <= size(), "REQUIRES", "truncate past the written bytes");
+    cur_ = buf_.data() + offset;
+  }
   // Overwrites an already written u64 at `offset` (for fields known only later).
   // REQUIRES: offset + 8 <= size().
   void patch_u64(std::size_t offset, std::uint64_t v) noexcept {

@@ -2,7 +2,7 @@
 // async writer that turns it into a checkpoint file in bounded steps, and the reader that
 // restores one or several checkpoint files into a backend's state tables.
 //
-// Format (version 1; the full layout is in docs/checkpoint-format.md)
+// Format (version 2; the full layout is in docs/checkpoint-format.md)
 // ------
 //   header   magic "CSCP", format version, flags, header size, checkpoint id, max
 //            parallelism, key-group range, key serializer id, state metadata (name, kind,
@@ -48,7 +48,8 @@
 //
 // Invariants (docs/invariants.md)
 //  C1  A written block holds, for every state with a live map snapshot in that key group,
-//      exactly the snapshot's entries; blocks are written in key-group order, one per key
+//      exactly the snapshot's entries (less what full-snapshot TTL cleanup left out; a
+//      section left empty is dropped); blocks are written in key-group order, one per key
 //      group of the snapshot's range.
 //  C2  A key group's map snapshots are released once its block is in the sink, and all of
 //      them once the writer fails, is cancelled or is destroyed.
@@ -79,7 +80,8 @@ inline constexpr std::array<std::byte, 4> kCheckpointMagic = {std::byte{'C'}, st
 inline constexpr std::array<std::byte, 8> kCheckpointEndMagic = {
     std::byte{'C'}, std::byte{'S'}, std::byte{'C'}, std::byte{'P'},
     std::byte{'_'}, std::byte{'E'}, std::byte{'N'}, std::byte{'D'}};
-inline constexpr std::uint16_t kCheckpointFormatVersion = 1;
+// 2: TTL states store last-access times; the TTL record gained cleanup strategies.
+inline constexpr std::uint16_t kCheckpointFormatVersion = 2;
 inline constexpr std::size_t kCheckpointFooterSize = 32;
 inline constexpr std::size_t kCheckpointIndexEntrySize = 37;
 // A compressed block may expand at most this much (the writer stores a block uncompressed
@@ -201,6 +203,10 @@ class CheckpointWriter {
 
   // Starts the block of key group `next_key_group_`.
   void begin_block();
+  // Writes a section's header; end_section fixes its entry count to what was emitted, or
+  // drops the section when nothing was (full-snapshot TTL cleanup).
+  void begin_section(const BackendSnapshot::Section& s);
+  void end_section(const KeyGroupStateSnapshot& s);
   // Compresses, checksums and appends the finished block; releases the key group (C2).
   bool finish_block();
   bool finish_file();
@@ -218,6 +224,8 @@ class CheckpointWriter {
   Status status_;
   std::int32_t next_key_group_ = 0;  // the key group being written
   std::size_t section_ = 0;          // its section being written
+  std::size_t section_at_ = 0;       // offset of that section's header in block_
+  std::uint32_t sections_kept_ = 0;  // sections of the block with entries
   bool block_open_ = false;
   ByteWriter block_;                   // the raw block being built
   std::vector<std::byte> compressed_;  // scratch for the stored form

@@ -49,6 +49,12 @@ enum class Mutant : std::uint8_t {
   snapshot_not_released_on_failure,  // a failed or cancelled checkpoint keeps its map snapshots
   key_group_wrong_hash,              // key group from the raw key hash, not Flink's murmur mix
   restore_keeps_out_of_range,        // restore keeps the key groups outside its range
+  // State TTL (killed by the [ttl] tests; see kTtlCatalog).
+  ttl_boundary_lt,             // TTL expiry `<` instead of `<=`: the boundary instant lives
+  ttl_cleanup_in_place,        // TTL cleanup filters a (shared) stored list in place
+  ttl_full_snapshot_at_start,  // full-snapshot cleanup judged at the sync phase
+  ttl_read_no_refresh,         // OnReadAndWrite reads do not refresh last access
+  ttl_empty_list_kept,         // TTL cleanup keeps an entry whose list/map became empty
 };
 struct MutantInfo {
   Mutant mutant;
@@ -91,6 +97,22 @@ constexpr bool is_backend_mutant(Mutant m) noexcept {
   return m == Mutant::restore_global_state_ids || m == Mutant::snapshot_not_released_on_failure ||
          m == Mutant::key_group_wrong_hash || m == Mutant::restore_keeps_out_of_range;
 }
+// Planted TTL bugs. Not in kCatalog yet: the simulator has no clock task, so `cowstate
+// mutants` could not kill them; the TTL tests do (cowstate_ttl_mutant_tests --mutant NAME
+// in the mutants build, run by scripts/test). They join kCatalog once the simulator
+// checks TTL.
+inline constexpr MutantInfo kTtlCatalog[] = {
+    {Mutant::ttl_boundary_lt, "ttl_boundary_lt",
+     "< for <= in the TTL expiry check: the boundary instant is still live"},
+    {Mutant::ttl_cleanup_in_place, "ttl_cleanup_in_place",
+     "TTL cleanup filters a stored list in place, which a snapshot may share"},
+    {Mutant::ttl_full_snapshot_at_start, "ttl_full_snapshot_at_start",
+     "full-snapshot TTL cleanup judged at snapshot start instead of write time"},
+    {Mutant::ttl_read_no_refresh, "ttl_read_no_refresh",
+     "OnReadAndWrite reads do not refresh the last-access time"},
+    {Mutant::ttl_empty_list_kept, "ttl_empty_list_kept",
+     "TTL cleanup keeps an entry whose list or map has no live element left"},
+};
 }  // namespace cowstate::mutants
 
 // Only the mutants build can switch a planted bug on; elsewhere the catalog is just names

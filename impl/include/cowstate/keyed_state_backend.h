@@ -40,8 +40,17 @@
 //
 // TTL
 // ---
-// StateOptions::ttl is recorded in the state's metadata and in checkpoints; expiry itself
-// is not implemented yet (values are not wrapped with access times).
+// A state registered with StateOptions::ttl (a StateTtlConfig, ttl.h) stores each value,
+// list element or map value with its last-access time, in a table of the TTL form of its
+// type (TtlValue). Time comes from the backend's TtlTimeProvider. The same handle types
+// serve both; with a TTL every operation first runs incremental cleanup (if configured),
+// reads expire lazily (an expired value is removed, and returned only under
+// ReturnExpiredIfNotCleanedUp), reads refresh last access under OnReadAndWrite, writes
+// stamp the current time. Every change goes through the map's copy-on-write calls (put,
+// remove, get_mutable, transform), so lazy expiry, refresh and cleanup never change what a
+// live snapshot sees (L3). Full-snapshot cleanup happens in the checkpoint's async phase
+// (state_table.h). Checkpoints store the TTL configuration and every last-access time;
+// restore keeps them. run_ttl_cleanup(n) on a handle drives incremental cleanup by hand.
 //
 // Errors
 // ------
@@ -61,6 +70,8 @@
 //  B3  A state name is registered once, with one kind and one set of serializers.
 //  B4  No snapshot of the backend is live when it is destroyed or restored.
 //  B5  A state is accessed only with a current key, whose key group is in the range.
+//  L1  A TTL configuration is valid; a state's handle and table agree on having one.
+//  L3  TTL reads and cleanup change states only through copy-on-write calls.
 #pragma once
 
 #include <cstddef>
@@ -82,6 +93,7 @@
 #include "cowstate/serializers.h"
 #include "cowstate/state_table.h"
 #include "cowstate/status.h"
+#include "cowstate/ttl.h"
 
 namespace cowstate {
 
@@ -101,6 +113,8 @@ struct AggregateFunction {
 class StateHandleBase {
  public:
   virtual ~StateHandleBase() = default;
+  // The backend switched its current key (incremental TTL cleanup on every key switch).
+  virtual void key_switched() {}
 };
 
 template <class KS, class KH>
@@ -109,7 +123,13 @@ class KeyedStateBackend;
 namespace detail {
 
 // What every state handle shares: its backend, its table (by registration index, so a
-// restore that swaps tables is seen at once) and its current namespace.
+// restore that swaps tables is seen at once), its current namespace, and for a state with
+// a TTL the configuration, lazy expiry and the incremental cleanup's position.
+//
+// A state without TTL stores S in a StateTable of SS (Table); a state with TTL stores the
+// TTL form of S (TtlS: the value, each list element or each map value with its last
+// access time) in a StateTable of TtlSS (TtlTable). Which one is fixed at registration;
+// every operation branches on it once.
 template <class Backend, class NS, class SS>
 class KeyedStateHandle : public StateHandleBase {
  public:
@@ -118,42 +138,190 @@ class KeyedStateHandle : public StateHandleBase {
   using S = typename SS::value_type;
   using Table = StateTable<typename Backend::key_serializer, NS, SS, typename Backend::key_hash>;
   using Map = typename Table::Map;
+  using TtlSS = typename TtlStored<SS>::type;
+  using TtlS = typename TtlSS::value_type;
+  using TtlTable =
+      StateTable<typename Backend::key_serializer, NS, TtlSS, typename Backend::key_hash>;
+  using TtlMap = typename TtlTable::Map;
 
-  KeyedStateHandle(Backend* backend, std::size_t index) : backend_(backend), index_(index) {}
+  KeyedStateHandle(Backend* backend, std::size_t index)
+      : ttl_(backend->table_at(index).meta().ttl), backend_(backend), index_(index) {
+    COWSTATE_ASSERT(!ttl_ || ttl_->valid(), "L1", "a state with an invalid TTL configuration");
+  }
 
   void set_current_namespace(const N& ns) { ns_ = ns; }
   const N& current_namespace() const noexcept { return ns_; }
   // Removes the state of (current key, current namespace).
-  void clear() { map().remove(key(), ns_); }
-  // The table behind this handle (tests, the simulator).
-  Table& table() { return static_cast<Table&>(backend_->table_at(index_)); }
+  void clear() {
+    if (ttl_) {
+      ttl_accessed();
+      ttl_map().remove(key(), ns_);
+    } else {
+      map().remove(key(), ns_);
+    }
+  }
+  bool has_ttl() const noexcept { return ttl_.has_value(); }
+  const std::optional<StateTtlConfig>& ttl_config() const noexcept { return ttl_; }
+  // The table behind this handle (tests, the simulator). REQUIRES: !has_ttl().
+  Table& table() {
+    COWSTATE_ASSERT(!ttl_, "REQUIRES", "table() of a state with TTL: use ttl_table()");
+    return static_cast<Table&>(backend_->table_at(index_));
+  }
+  // The table of a state with TTL. REQUIRES: has_ttl().
+  TtlTable& ttl_table() {
+    COWSTATE_ASSERT(ttl_.has_value(), "REQUIRES", "ttl_table() of a state without TTL");
+    return static_cast<TtlTable&>(backend_->table_at(index_));
+  }
+
+  // Incremental TTL cleanup: visits at least `entries` entries (whole chains) from where
+  // the last run stopped, key group after key group, and removes what is expired (L3,
+  // L4). Returns the entries visited. Runs by itself on every access of the state and,
+  // if configured, on every key switch; tests and the simulator may drive it directly.
+  // REQUIRES: has_ttl().
+  std::size_t run_ttl_cleanup(std::size_t entries) {
+    TtlTable& table = ttl_table();
+    const KeyGroupRange range = table.range();
+    if (range.empty() || entries == 0) return 0;
+    const std::int64_t now = this->now();
+    const std::int64_t ttl = ttl_->ttl();
+    std::size_t visited = 0;
+    for (std::size_t groups = 0; visited < entries && groups < kMaxCleanupKeyGroups; ++groups) {
+      if (!range.contains(cleanup_key_group_)) {
+        cleanup_key_group_ = range.start();
+        cleanup_cursor_ = {};
+      }
+      TtlMap& m = table.map(cleanup_key_group_);
+      if (!m.empty()) {
+        const VisitCursor before = cleanup_cursor_;
+        visited += m.visit_incremental(cleanup_cursor_, entries - visited,
+                                       [&](const K&, const N&, const TtlS& s) {
+                                         return ttl_filter(s, ttl, now);  // L3, L4
+                                       });
+        if (!passed_end(m, before, cleanup_cursor_)) break;  // stopped inside this map
+      }
+      ++cleanup_key_group_;
+      cleanup_cursor_ = {};
+    }
+    return visited;
+  }
+  void key_switched() override {
+    COWSTATE_ASSERT(ttl_ && ttl_->incremental_cleanup, "L3", "key-switch cleanup without TTL");
+    run_ttl_cleanup(ttl_->incremental_cleanup->cleanup_size);
+  }
 
  protected:
   // The current key group's map. REQUIRES: a current key (B5).
   Map& map() { return table().map(backend_->current_key_group()); }
+  TtlMap& ttl_map() { return ttl_table().map(backend_->current_key_group()); }
   const K& key() const { return backend_->current_key(); }
+  std::int64_t now() const { return backend_->ttl_time_provider().current_timestamp(); }
 
-  // Flink's mergeNamespaces: removes each source's state, combines them with `merge`
-  // (merge(accumulated, next) -> S), then combines the result into the target's state.
-  template <class F>
-  void merge_into(const N& target, std::span<const N> sources, F&& merge) {
-    Map& m = map();
-    std::optional<S> merged;
+  // Every operation on a state with TTL starts here: incremental cleanup, if configured.
+  void ttl_accessed() {
+    COWSTATE_ASSERT(ttl_.has_value(), "L3", "a TTL access of a state without TTL");
+    if (ttl_->incremental_cleanup) run_ttl_cleanup(ttl_->incremental_cleanup->cleanup_size);
+  }
+  // Whether a stored TTL value may still be used at `now` (live, or expired but visible).
+  template <class V>
+  bool ttl_visible(const TtlValue<V>& v, std::int64_t now) const {
+    return ttl_->return_expired() || !ttl_expired(v.last_access, ttl_->ttl(), now);
+  }
+  // The time a read under OnReadAndWrite refreshes to, or -1 (no refresh).
+  std::int64_t read_refresh(std::int64_t now) const {
+    return ttl_->refresh_on_read() && !COWSTATE_MUTANT(ttl_read_no_refresh) ? now : -1;
+  }
+  // Applies a filter decision to the current (key, namespace) through the map's own
+  // copy-on-write put and remove (L3).
+  void ttl_apply(VisitResult<TtlS>& r) {
+    if (r.kind() == VisitResult<TtlS>::Kind::remove) {
+      ttl_map().remove(key(), ns_);
+    } else if (r.kind() == VisitResult<TtlS>::Kind::replace) {
+      ttl_map().put(key(), ns_, std::move(r.replacement()));
+    }
+  }
+
+  // Lazy expiry of a value-like state (S stored as TtlValue<S>): the value a read returns,
+  // or nullopt. An expired value is removed and returned only under
+  // ReturnExpiredIfNotCleanedUp; a live one is refreshed under OnReadAndWrite, through
+  // get_mutable (which copies it first when a snapshot shares it).
+  std::optional<S> ttl_read_value() {
+    ttl_accessed();
+    TtlMap& m = ttl_map();
+    const std::int64_t now = this->now();
+    const TtlS* v = m.get(key(), ns_);
+    if (v == nullptr) return std::nullopt;
+    if (ttl_expired(v->last_access, ttl_->ttl(), now)) {
+      std::optional<S> out;
+      if (ttl_->return_expired()) out = v->value;
+      m.remove(key(), ns_);
+      return out;
+    }
+    const std::int64_t refresh = read_refresh(now);
+    if (refresh < 0) return v->value;
+    TtlS* w = m.get_mutable(key(), ns_);
+    COWSTATE_ASSERT(w != nullptr, "B5", "a state vanished between get and get_mutable");
+    w->last_access = refresh;
+    return w->value;
+  }
+
+  // Flink's mergeNamespaces over map `m`: removes each source's state, combines those
+  // `usable` accepts with merge(accumulated, next) -> T, then combines the result into the
+  // target's state (replacing a target state `usable` rejects).
+  template <class M, class U, class F>
+  void merge_into(M& m, const N& target, std::span<const N> sources, U&& usable, F&& merge) {
+    using T = typename M::state_type;
+    std::optional<T> merged;
     for (const N& source : sources) {
-      std::optional<S> s = m.remove_and_get_old(key(), source);
-      if (!s) continue;
+      std::optional<T> s = m.remove_and_get_old(key(), source);
+      if (!s || !usable(*s)) continue;
       merged = merged ? merge(std::move(*merged), *s) : std::move(s);
     }
     if (!merged) return;
-    m.transform(key(), target, *merged,
-                [&merge](const S* old, const S& add) { return old ? merge(S(*old), add) : add; });
+    m.transform(key(), target, *merged, [&](const T* old, const T& add) {
+      return old != nullptr && usable(*old) ? merge(T(*old), add) : add;
+    });
+  }
+  static constexpr auto always = [](const auto&) { return true; };
+
+  // mergeNamespaces of a value-like state (S stored as TtlValue<S> with TTL) with
+  // f(S, const S&) -> S. With TTL, expired states take no part unless visible, and a
+  // combined state is stamped now.
+  template <class F>
+  void merge_values(const N& target, std::span<const N> sources, F&& f) {
+    if (!ttl_) return merge_into(map(), target, sources, always, f);
+    ttl_accessed();
+    const std::int64_t now = this->now();
+    merge_into(
+        ttl_map(), target, sources, [&](const TtlS& x) { return ttl_visible(x, now); },
+        [&](TtlS a, const TtlS& b) {
+          return TtlS{f(std::move(a.value), b.value), now};
+        });
   }
 
+  std::optional<StateTtlConfig> ttl_;
   N ns_{};
 
  private:
+  // Empty key groups a cleanup run skips at most, so one access stays bounded however
+  // many key groups the backend has.
+  static constexpr std::size_t kMaxCleanupKeyGroups = 64;
+
+  // Whether a visit that moved the cursor from `before` to `after` passed the end of the
+  // map's bucket order (so this key group was scanned to its end).
+  static bool passed_end(const TtlMap& m, VisitCursor before, VisitCursor after) {
+    const std::uint32_t cap = m.capacity();
+    const bool at_end = after.table == 0 ? after.bucket >= cap && !m.rehashing()
+                                         : !m.rehashing() || after.bucket >= 2 * cap;
+    const bool went_back = after.table < before.table ||
+                           (after.table == before.table && after.bucket <= before.bucket);
+    return at_end || went_back;
+  }
+
   Backend* backend_;
   std::size_t index_;
+  // Incremental cleanup position (writer thread).
+  std::int32_t cleanup_key_group_ = -1;
+  VisitCursor cleanup_cursor_;
 };
 
 }  // namespace detail
@@ -167,12 +335,23 @@ class ValueState final : public detail::KeyedStateHandle<Backend, NS, VS> {
   ValueState(Backend* b, std::size_t index, V default_value)
       : Base(b, index), default_(std::move(default_value)) {}
 
-  // The value, or the default value when there is none.
+  // The value, or the default value when there is none (or it expired).
   V value() {
+    if (this->ttl_) {
+      std::optional<V> v = this->ttl_read_value();
+      return v ? std::move(*v) : default_;
+    }
     const V* v = this->map().get(this->key(), this->ns_);
     return v != nullptr ? *v : default_;
   }
-  void update(V v) { this->map().put(this->key(), this->ns_, std::move(v)); }
+  void update(V v) {
+    if (this->ttl_) {
+      this->ttl_accessed();
+      this->ttl_map().put(this->key(), this->ns_, TtlValue<V>{std::move(v), this->now()});
+    } else {
+      this->map().put(this->key(), this->ns_, std::move(v));
+    }
+  }
 
  private:
   V default_;
@@ -187,40 +366,84 @@ class ListState final : public detail::KeyedStateHandle<Backend, NS, ListSeriali
   using N = typename Base::N;
   using Base::Base;
 
-  // The elements (empty when there are none).
+  // The elements (empty when there are none). With TTL: the live elements (and expired
+  // ones not cleaned up yet under ReturnExpiredIfNotCleanedUp); the read removes expired
+  // elements and, under OnReadAndWrite, refreshes the live ones.
   std::vector<E> get() {
+    if (this->ttl_) return ttl_get();
     const std::vector<E>* l = this->map().get(this->key(), this->ns_);
     return l != nullptr ? *l : std::vector<E>{};
   }
   void add(E e) {
-    if (std::vector<E>* l = this->map().get_mutable(this->key(), this->ns_)) {
-      l->push_back(std::move(e));  // get_mutable copied it first if a snapshot shares it
-    } else {
-      this->map().put(this->key(), this->ns_, std::vector<E>{std::move(e)});
-    }
+    if (!this->ttl_) return append(this->map(), std::move(e));
+    this->ttl_accessed();
+    append(this->ttl_map(), TtlValue<E>{std::move(e), this->now()});
   }
   void add_all(const std::vector<E>& es) {
     if (es.empty()) return;
-    if (std::vector<E>* l = this->map().get_mutable(this->key(), this->ns_)) {
-      l->insert(l->end(), es.begin(), es.end());
-    } else {
-      this->map().put(this->key(), this->ns_, es);
-    }
+    if (!this->ttl_) return append_all(this->map(), es);
+    this->ttl_accessed();
+    append_all(this->ttl_map(), stamped(es));
   }
   // Replaces the elements; an empty list clears the state.
   void update(std::vector<E> es) {
     if (es.empty()) {
       this->clear();
-    } else {
+    } else if (!this->ttl_) {
       this->map().put(this->key(), this->ns_, std::move(es));
+    } else {
+      this->ttl_accessed();
+      this->ttl_map().put(this->key(), this->ns_, stamped(es));
     }
   }
-  // Appends the sources' elements to the target's, removing the sources.
+  // Appends the sources' elements to the target's, removing the sources. Elements keep
+  // their last-access times.
   void merge_namespaces(const N& target, std::span<const N> sources) {
-    this->merge_into(target, sources, [](std::vector<E> a, const std::vector<E>& b) {
+    auto concat = [](auto a, const auto& b) {
       a.insert(a.end(), b.begin(), b.end());
       return a;
-    });
+    };
+    if (!this->ttl_) return this->merge_into(this->map(), target, sources, Base::always, concat);
+    this->ttl_accessed();
+    this->merge_into(this->ttl_map(), target, sources, Base::always, concat);
+  }
+
+ private:
+  template <class M, class T>
+  void append(M& m, T e) {
+    if (auto* l = m.get_mutable(this->key(), this->ns_)) {
+      l->push_back(std::move(e));  // get_mutable copied it first if a snapshot shares it
+    } else {
+      m.put(this->key(), this->ns_, typename M::state_type{std::move(e)});
+    }
+  }
+  template <class M, class L>
+  void append_all(M& m, L&& es) {
+    if (auto* l = m.get_mutable(this->key(), this->ns_)) {
+      l->insert(l->end(), es.begin(), es.end());
+    } else {
+      m.put(this->key(), this->ns_, typename M::state_type(std::forward<L>(es)));
+    }
+  }
+  std::vector<TtlValue<E>> stamped(const std::vector<E>& es) const {
+    const std::int64_t now = this->now();
+    std::vector<TtlValue<E>> out;
+    out.reserve(es.size());
+    for (const E& e : es) out.push_back(TtlValue<E>{e, now});
+    return out;
+  }
+  std::vector<E> ttl_get() {
+    this->ttl_accessed();
+    const std::int64_t now = this->now();
+    const std::vector<TtlValue<E>>* l = this->ttl_map().get(this->key(), this->ns_);
+    std::vector<E> out;
+    if (l == nullptr) return out;
+    for (const TtlValue<E>& e : *l) {
+      if (this->ttl_visible(e, now)) out.push_back(e.value);
+    }
+    auto r = ttl_filter(*l, this->ttl_->ttl(), now, this->read_refresh(now));
+    this->ttl_apply(r);
+    return out;
   }
 };
 
@@ -234,49 +457,114 @@ class MapState final : public detail::KeyedStateHandle<Backend, NS, MapSerialize
   using UserMap = std::map<UK, UV>;
   using Base::Base;
 
+  // With TTL, reads of one user key expire, return and refresh it as a value state does;
+  // entries() and is_empty() do so for every user key.
   std::optional<UV> get(const UK& k) {
+    if (this->ttl_) return ttl_get(k);
     const UserMap* m = this->map().get(this->key(), this->ns_);
     if (m == nullptr) return std::nullopt;
     auto it = m->find(k);
     return it != m->end() ? std::optional<UV>(it->second) : std::nullopt;
   }
   bool contains(const UK& k) {
+    if (this->ttl_) return ttl_get(k).has_value();
     const UserMap* m = this->map().get(this->key(), this->ns_);
     return m != nullptr && m->count(k) != 0;
   }
   void put(UK k, UV v) {
-    if (UserMap* m = this->map().get_mutable(this->key(), this->ns_)) {
-      (*m)[std::move(k)] = std::move(v);
-    } else {
-      UserMap fresh;
-      fresh.emplace(std::move(k), std::move(v));
-      this->map().put(this->key(), this->ns_, std::move(fresh));
-    }
+    if (!this->ttl_) return put_in(this->map(), std::move(k), std::move(v));
+    this->ttl_accessed();
+    put_in(this->ttl_map(), std::move(k), TtlValue<UV>{std::move(v), this->now()});
   }
   void put_all(const UserMap& entries) {
     if (entries.empty()) return;
-    if (UserMap* m = this->map().get_mutable(this->key(), this->ns_)) {
-      for (const auto& [k, v] : entries) (*m)[k] = v;
-    } else {
-      this->map().put(this->key(), this->ns_, entries);
+    if (!this->ttl_) {
+      if (UserMap* m = this->map().get_mutable(this->key(), this->ns_)) {
+        for (const auto& [k, v] : entries) (*m)[k] = v;
+      } else {
+        this->map().put(this->key(), this->ns_, entries);
+      }
+      return;
     }
+    this->ttl_accessed();
+    const std::int64_t now = this->now();
+    for (const auto& [k, v] : entries) put_in(this->ttl_map(), k, TtlValue<UV>{v, now});
   }
   // Removes one user key; removing the last one clears the namespace.
   void remove(const UK& k) {
-    const UserMap* current = this->map().get(this->key(), this->ns_);
-    if (current == nullptr || current->count(k) == 0) return;  // no copy for a no-op
-    UserMap* m = this->map().get_mutable(this->key(), this->ns_);
-    COWSTATE_ASSERT(m != nullptr, "B5", "a map state vanished between get and get_mutable");
-    m->erase(k);
-    if (m->empty()) this->clear();
+    if (!this->ttl_) return remove_in(this->map(), k);
+    this->ttl_accessed();
+    remove_in(this->ttl_map(), k);
   }
-  bool is_empty() { return this->map().get(this->key(), this->ns_) == nullptr; }
+  bool is_empty() {
+    if (this->ttl_) return entries().empty();
+    return this->map().get(this->key(), this->ns_) == nullptr;
+  }
   // The user map (empty when there is none). Valid until the next call on the backend.
   const UserMap& entries() {
     static const UserMap kEmpty;
+    if (this->ttl_) return ttl_entries();
     const UserMap* m = this->map().get(this->key(), this->ns_);
     return m != nullptr ? *m : kEmpty;
   }
+
+ private:
+  template <class M, class T>
+  void put_in(M& m, UK k, T v) {
+    if (auto* um = m.get_mutable(this->key(), this->ns_)) {
+      (*um)[std::move(k)] = std::move(v);
+    } else {
+      typename M::state_type fresh;
+      fresh.emplace(std::move(k), std::move(v));
+      m.put(this->key(), this->ns_, std::move(fresh));
+    }
+  }
+  template <class M>
+  void remove_in(M& m, const UK& k) {
+    const auto* current = m.get(this->key(), this->ns_);
+    if (current == nullptr || current->count(k) == 0) return;  // no copy for a no-op
+    auto* um = m.get_mutable(this->key(), this->ns_);
+    COWSTATE_ASSERT(um != nullptr, "B5", "a map state vanished between get and get_mutable");
+    um->erase(k);
+    if (um->empty()) m.remove(this->key(), this->ns_);
+  }
+  std::optional<UV> ttl_get(const UK& k) {
+    this->ttl_accessed();
+    const std::int64_t now = this->now();
+    auto& m = this->ttl_map();
+    const auto* um = m.get(this->key(), this->ns_);
+    if (um == nullptr) return std::nullopt;
+    auto it = um->find(k);
+    if (it == um->end()) return std::nullopt;
+    if (ttl_expired(it->second.last_access, this->ttl_->ttl(), now)) {
+      std::optional<UV> out;
+      if (this->ttl_->return_expired()) out = it->second.value;
+      remove_in(m, k);
+      return out;
+    }
+    const std::int64_t refresh = this->read_refresh(now);
+    if (refresh < 0) return it->second.value;
+    auto* w = m.get_mutable(this->key(), this->ns_);
+    COWSTATE_ASSERT(w != nullptr && w->count(k) == 1, "B5", "a user key vanished");
+    TtlValue<UV>& v = w->find(k)->second;
+    v.last_access = refresh;
+    return v.value;
+  }
+  const UserMap& ttl_entries() {
+    this->ttl_accessed();
+    const std::int64_t now = this->now();
+    scratch_.clear();
+    const auto* um = this->ttl_map().get(this->key(), this->ns_);
+    if (um == nullptr) return scratch_;
+    for (const auto& [k, v] : *um) {
+      if (this->ttl_visible(v, now)) scratch_.emplace_hint(scratch_.end(), k, v.value);
+    }
+    auto r = ttl_filter(*um, this->ttl_->ttl(), now, this->read_refresh(now));
+    this->ttl_apply(r);
+    return scratch_;
+  }
+
+  UserMap scratch_;  // what ttl_entries() returned last
 };
 
 template <class Backend, class NS, class VS>
@@ -292,16 +580,27 @@ class ReducingState final : public detail::KeyedStateHandle<Backend, NS, VS> {
   }
 
   std::optional<V> get() {
+    if (this->ttl_) return this->ttl_read_value();
     const V* v = this->map().get(this->key(), this->ns_);
     return v != nullptr ? std::optional<V>(*v) : std::nullopt;
   }
+  // With TTL an expired value (unless visible) is not reduced with: the input starts over.
   void add(const V& v) {
-    this->map().transform(this->key(), this->ns_, v, [this](const V* old, const V& in) {
-      return old != nullptr ? reduce_(*old, in) : in;
+    if (!this->ttl_) {
+      this->map().transform(this->key(), this->ns_, v, [this](const V* old, const V& in) {
+        return old != nullptr ? reduce_(*old, in) : in;
+      });
+      return;
+    }
+    this->ttl_accessed();
+    const std::int64_t now = this->now();
+    this->ttl_map().transform(this->key(), this->ns_, v, [&](const TtlValue<V>* old, const V& in) {
+      return TtlValue<V>{
+          old != nullptr && this->ttl_visible(*old, now) ? reduce_(old->value, in) : in, now};
     });
   }
   void merge_namespaces(const N& target, std::span<const N> sources) {
-    this->merge_into(target, sources, [this](V a, const V& b) { return reduce_(a, b); });
+    this->merge_values(target, sources, [this](V a, const V& b) { return reduce_(a, b); });
   }
 
  private:
@@ -323,16 +622,33 @@ class AggregatingState final : public detail::KeyedStateHandle<Backend, NS, ACCS
   }
 
   std::optional<OUT> get() {
+    if (this->ttl_) {
+      std::optional<ACC> acc = this->ttl_read_value();
+      return acc ? std::optional<OUT>(fn_.get_result(*acc)) : std::nullopt;
+    }
     const ACC* acc = this->map().get(this->key(), this->ns_);
     return acc != nullptr ? std::optional<OUT>(fn_.get_result(*acc)) : std::nullopt;
   }
+  // With TTL an expired accumulator (unless visible) is not added to: it starts over.
   void add(const IN& in) {
-    this->map().transform(this->key(), this->ns_, in, [this](const ACC* old, const IN& value) {
-      return fn_.add(value, old != nullptr ? ACC(*old) : fn_.create_accumulator());
-    });
+    if (!this->ttl_) {
+      this->map().transform(this->key(), this->ns_, in, [this](const ACC* old, const IN& value) {
+        return fn_.add(value, old != nullptr ? ACC(*old) : fn_.create_accumulator());
+      });
+      return;
+    }
+    this->ttl_accessed();
+    const std::int64_t now = this->now();
+    this->ttl_map().transform(
+        this->key(), this->ns_, in, [&](const TtlValue<ACC>* old, const IN& value) {
+          const bool usable = old != nullptr && this->ttl_visible(*old, now);
+          return TtlValue<ACC>{fn_.add(value, usable ? ACC(old->value) : fn_.create_accumulator()),
+                               now};
+        });
   }
   void merge_namespaces(const N& target, std::span<const N> sources) {
-    this->merge_into(target, sources, [this](ACC a, const ACC& b) { return fn_.merge(a, b); });
+    this->merge_values(target, sources,
+                       [this](ACC a, const ACC& b) { return fn_.merge(std::move(a), b); });
   }
 
  private:
@@ -347,11 +663,16 @@ class KeyedStateBackend {
   using key_hash = KH;
   using K = key_type;
 
-  // REQUIRES: K1 and K2 for (range, max_parallelism): range within [0, max_parallelism).
+  // `clock` is the time of every state with a TTL (default: the system clock).
+  // REQUIRES: K1 and K2 for (range, max_parallelism): range within [0, max_parallelism);
+  // `clock`, if given, outlives the backend and every snapshot of it.
   explicit KeyedStateBackend(KeyGroupRange range,
                              std::int32_t max_parallelism = kDefaultMaxParallelism,
-                             MapOptions map_options = {})
-      : range_(range), max_parallelism_(max_parallelism), map_options_(map_options) {
+                             MapOptions map_options = {}, const TtlTimeProvider* clock = nullptr)
+      : range_(range),
+        max_parallelism_(max_parallelism),
+        map_options_(map_options),
+        clock_(clock != nullptr ? clock : &SystemTtlClock::instance()) {
     COWSTATE_ASSERT(max_parallelism >= 1 && max_parallelism <= kUpperBoundMaxParallelism, "K1",
                     "max parallelism out of [1, 32768]");
     COWSTATE_ASSERT(range.empty() || range.end() < max_parallelism, "K2",
@@ -368,12 +689,14 @@ class KeyedStateBackend {
 
   KeyGroupRange range() const noexcept { return range_; }
   std::int32_t max_parallelism() const noexcept { return max_parallelism_; }
+  const TtlTimeProvider& ttl_time_provider() const noexcept { return *clock_; }
   std::int32_t key_group_of(const K& key) const {
     return key_group_for_hash(KH{}(key), max_parallelism_);
   }
 
   // Makes `key` the current key. An error, leaving the current key as it was, when its key
-  // group is outside this backend's range.
+  // group is outside this backend's range. Runs the incremental cleanup of every state
+  // with a TTL configured to run on every key switch.
   Status set_current_key(const K& key) {
     const std::int32_t g = key_group_of(key);
     if (!range_.contains(g)) {
@@ -385,6 +708,7 @@ class KeyedStateBackend {
     current_key_ = key;
     current_key_group_ = g;
     COWSTATE_ASSERT(range_.contains(current_key_group_), "B5", "current key group in range");
+    for (StateHandleBase* h : key_switch_handles_) h->key_switched();
     return Status();
   }
   bool has_current_key() const noexcept { return current_key_.has_value(); }
@@ -398,9 +722,10 @@ class KeyedStateBackend {
     return current_key_group_;
   }
 
-  // Registration: returns the state named `name`, registering it on first use.
+  // Registration: returns the state named `name`, registering it on first use. With
+  // options.ttl the state's values expire (ttl.h).
   // REQUIRES: a non-empty name of at most 65535 bytes; a name already registered has the
-  // same kind and serializers (B3).
+  // same kind, serializers and TTL configuration (B3); a TTL configuration is valid (L1).
   template <class NS, class VS>
   ValueState<KeyedStateBackend, NS, VS>& value_state(const std::string& name,
                                                      typename VS::value_type default_value = {},
@@ -519,11 +844,25 @@ class KeyedStateBackend {
       COWSTATE_ASSERT(h != nullptr, "B3", "state re-registered with other C++ types");
       return *h;
     }
+    COWSTATE_ASSERT(!options.ttl || options.ttl->valid(), "L1",
+                    "a TTL must be in [1, INT64_MAX] ms with a positive cleanup size");
     const std::size_t index = tables_.size();
-    tables_.push_back(std::make_unique<StateTable<KS, NS, SS, KH>>(std::move(meta), range_,
-                                                                   max_parallelism_, map_options_));
+    if (options.ttl) {  // values stored with their last-access times
+      tables_.push_back(
+          std::make_unique<StateTable<KS, NS, typename detail::TtlStored<SS>::type, KH>>(
+              std::move(meta), range_, max_parallelism_, map_options_, clock_));
+    } else {
+      tables_.push_back(std::make_unique<StateTable<KS, NS, SS, KH>>(
+          std::move(meta), range_, max_parallelism_, map_options_));
+    }
     std::unique_ptr<Handle> handle = make(index);
     Handle& ref = *handle;
+    COWSTATE_ASSERT(ref.has_ttl() == options.ttl.has_value(), "L1",
+                    "handle and table agree on TTL");
+    if (options.ttl && options.ttl->incremental_cleanup &&
+        options.ttl->incremental_cleanup->run_on_every_key_switch) {
+      key_switch_handles_.push_back(&ref);
+    }
     handles_.push_back(std::move(handle));
     COWSTATE_ASSERT(handles_.size() == tables_.size(), "B3", "one handle per table");
     return ref;
@@ -533,10 +872,12 @@ class KeyedStateBackend {
   KeyGroupRange range_;
   std::int32_t max_parallelism_;
   MapOptions map_options_;
+  const TtlTimeProvider* clock_;
 
   // Writer thread only.
   std::vector<std::unique_ptr<StateTableBase>> tables_;  // registration order
   std::vector<std::unique_ptr<StateHandleBase>> handles_;
+  std::vector<StateHandleBase*> key_switch_handles_;  // TTL cleanup on every key switch
   std::optional<K> current_key_;
   std::int32_t current_key_group_ = -1;
 };

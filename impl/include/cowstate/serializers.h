@@ -23,6 +23,9 @@
 //   7   list           std::vector<E>             u32 count n, then n elements (ListSerializer<ES>)
 //   8   map            std::map<UK, UV>           u32 count n, then n (key, value) pairs in
 //                                                 ascending key order (MapSerializer<UKS, UVS>)
+//   9   ttl            TtlValue<V>                i64 last-access time, then the value
+//                                                 (TtlValueSerializer<VS>, cowstate/ttl.h;
+//                                                 never in a file header: a TTL flag is)
 //
 // The composite serializers (7, 8) record only their own id; files that use them record the
 // element serializers' ids next to it (docs/checkpoint-format.md).

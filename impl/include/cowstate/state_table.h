@@ -20,6 +20,15 @@
 // Entries in a checkpoint block are key, namespace, state, each in its serializer's layout
 // (serializers.h); docs/checkpoint-format.md has the whole file.
 //
+// TTL
+// ---
+// A state with a TTL has a table of the TTL form of its serializer (TtlStored<SS>, ttl.h):
+// its states carry last-access times, stored and restored like any other bytes. With
+// full-snapshot cleanup a snapshot reads the table's clock at each write step (on the
+// checkpoint writer's thread) and writes only what is live then: expired values and
+// entries whose elements all expired are skipped, expired elements are filtered out of
+// what is written. The live map is never changed by it.
+//
 // Errors
 // ------
 // A key group outside the range is a programmer error when the table is asked for its map
@@ -36,8 +45,10 @@
 //
 // Invariants (docs/invariants.md)
 //  B1  A table is asked only for maps of key groups in its range.
-//  B2  A KeyGroupStateSnapshot writes exactly size() entries before done(); a released one
-//      is never written again.
+//  B2  A KeyGroupStateSnapshot consumes exactly size() entries before done() and emits at
+//      most that many; a released one is never written again.
+//  L5  With full-snapshot TTL cleanup, each entry is judged by the clock of the write step
+//      that reaches it; what is expired then is left out; the live map is not touched.
 #pragma once
 
 #include <algorithm>
@@ -57,6 +68,7 @@
 #include "cowstate/key_groups.h"
 #include "cowstate/serializers.h"
 #include "cowstate/status.h"
+#include "cowstate/ttl.h"
 
 namespace cowstate {
 
@@ -80,25 +92,12 @@ inline const char* state_kind_name(StateKind k) noexcept {
   return "unknown";
 }
 
-// Time-to-live configuration of a state (Flink's StateTtlConfig). Recorded in state
-// metadata and checkpoints now; the semantics (values wrapped with a last-access time,
-// expiry, cleanup) come with TTL support. The numbering of the enums is stored: never
-// renumber.
-struct TtlConfig {
-  enum class UpdateType : std::uint8_t { on_create_and_write = 0, on_read_and_write = 1 };
-  enum class Visibility : std::uint8_t {
-    never_return_expired = 0,
-    return_expired_if_not_cleaned_up = 1
-  };
-  std::uint64_t ttl_ms = 0;
-  UpdateType update_type = UpdateType::on_create_and_write;
-  Visibility visibility = Visibility::never_return_expired;
-  friend bool operator==(const TtlConfig&, const TtlConfig&) = default;
-};
+// The earlier name of StateTtlConfig (ttl.h).
+using TtlConfig = StateTtlConfig;
 
 // Per-state options at registration.
 struct StateOptions {
-  std::optional<TtlConfig> ttl;
+  std::optional<StateTtlConfig> ttl;
 };
 
 // What a checkpoint records about a state. Identity is the name; the serializer ids say
@@ -110,7 +109,7 @@ struct StateMetaInfo {
   std::uint16_t state_serializer = 0;
   std::uint16_t element_serializer = 0;  // list element, or map user key
   std::uint16_t value_serializer = 0;    // map user value
-  std::optional<TtlConfig> ttl;
+  std::optional<StateTtlConfig> ttl;
   friend bool operator==(const StateMetaInfo&, const StateMetaInfo&) = default;
 };
 
@@ -154,10 +153,14 @@ class KeyGroupStateSnapshot {
   virtual ~KeyGroupStateSnapshot() = default;
   // Entries in the frozen view.
   virtual std::size_t size() const noexcept = 0;
-  // Appends at most `max_entries` entries to `out`; returns how many it wrote.
-  // REQUIRES: !released().
+  // Consumes at most `max_entries` entries of the frozen view and appends those it keeps
+  // to `out`; returns how many it consumed. Without full-snapshot TTL cleanup it keeps
+  // every entry; with it, it leaves out the expired ones (judged by the clock as they are
+  // written). REQUIRES: !released().
   virtual std::size_t write(ByteWriter& out, std::size_t max_entries) = 0;
-  // All size() entries were written.
+  // Entries appended to an output so far (<= entries consumed).
+  virtual std::size_t emitted() const noexcept = 0;
+  // All size() entries were consumed.
   virtual bool done() const noexcept = 0;
   // Idempotent; any thread.
   virtual void release() noexcept = 0;
@@ -217,9 +220,13 @@ class StateTable final : public StateTableBase {
   using Map = CowStateMap<K, N, S>;
   static_assert(Serializer<KS, K> && Serializer<NS, N> && Serializer<SS, S>);
 
+  // `clock` judges expiry for full-snapshot cleanup of a TTL state (unused otherwise).
+  // REQUIRES: a clock when meta.ttl asks for full-snapshot cleanup; it outlives the table.
   StateTable(StateMetaInfo meta, KeyGroupRange range, std::int32_t max_parallelism,
-             MapOptions options)
-      : StateTableBase(std::move(meta), range, max_parallelism), options_(options) {
+             MapOptions options, const TtlTimeProvider* clock = nullptr)
+      : StateTableBase(std::move(meta), range, max_parallelism), options_(options), clock_(clock) {
+    COWSTATE_ASSERT(!full_snapshot_cleanup() || clock_ != nullptr, "L1",
+                    "full-snapshot TTL cleanup without a clock");
     maps_.reserve(static_cast<std::size_t>(range.size()));
     for (std::int32_t i = 0; i < range.size(); ++i) maps_.push_back(std::make_unique<Map>(options));
     COWSTATE_ASSERT(maps_.size() == static_cast<std::size_t>(range.size()), "B1",
@@ -239,7 +246,7 @@ class StateTable final : public StateTableBase {
 
   std::unique_ptr<KeyGroupStateSnapshot> snapshot_key_group(std::int32_t key_group) override;
   std::unique_ptr<StateTableBase> make_empty(KeyGroupRange range) const override {
-    return std::make_unique<StateTable>(meta(), range, max_parallelism(), options_);
+    return std::make_unique<StateTable>(meta(), range, max_parallelism(), options_, clock_);
   }
   Status read_entries(ByteReader& r, std::int32_t key_group, std::uint64_t count) override;
   std::size_t min_entry_size() const noexcept override { return kMinEntry; }
@@ -263,6 +270,11 @@ class StateTable final : public StateTableBase {
                                  kStateWidth != std::numeric_limits<std::size_t>::max();
   class Snapshot;
 
+  // Whether snapshots of this table leave out expired entries and elements.
+  bool full_snapshot_cleanup() const noexcept {
+    return detail::kIsTtlStored<SS> && meta().ttl.has_value() && meta().ttl->full_snapshot_cleanup;
+  }
+
   std::size_t index_of(std::int32_t key_group) const {
     COWSTATE_ASSERT(range().contains(key_group), "B1", "key group outside the table's range");
     const auto i = static_cast<std::size_t>(key_group - range().start());
@@ -272,18 +284,27 @@ class StateTable final : public StateTableBase {
 
   // Set at construction.
   MapOptions options_;
+  const TtlTimeProvider* clock_;
   // Writer thread only (the maps themselves say what snapshots may touch).
   std::vector<std::unique_ptr<Map>> maps_;
 };
 
 // The typed snapshot of one map: the map snapshot plus a Scan that resumes across steps.
+// With full-snapshot TTL cleanup it reads the clock at the start of every write step and
+// leaves out what is expired then (L5).
 template <class KS, class NS, class SS, class KH>
 class StateTable<KS, NS, SS, KH>::Snapshot final : public KeyGroupStateSnapshot {
  public:
-  explicit Snapshot(typename Map::Snapshot snap) : snap_(std::move(snap)) {
+  // `ttl`: the table's TTL config when snapshots clean up expired state, else nullptr;
+  // `start`: the time at the sync phase.
+  Snapshot(typename Map::Snapshot snap, const StateTtlConfig* ttl, const TtlTimeProvider* clock,
+           std::int64_t start)
+      : snap_(std::move(snap)), ttl_(ttl), clock_(clock), start_(start) {
     COWSTATE_ASSERT(snap_.valid(), "B2", "snapshotting into a released map snapshot");
+    COWSTATE_ASSERT(ttl_ == nullptr || clock_ != nullptr, "L5", "TTL cleanup without a clock");
   }
   std::size_t size() const noexcept override { return snap_.size(); }
+  std::size_t emitted() const noexcept override { return emitted_; }
   bool done() const noexcept override { return written_ == snap_.size(); }
   void release() noexcept override { snap_.release(); }
   bool released() const noexcept override { return snap_.released(); }
@@ -295,8 +316,29 @@ class StateTable<KS, NS, SS, KH>::Snapshot final : public KeyGroupStateSnapshot 
       started_ = true;
     }
     const std::size_t budget = std::min(max_entries, snap_.size() - written_);
-    if constexpr (kFixed) out.ensure(budget * (kKeyWidth + kNsWidth + kStateWidth));
     std::size_t n = 0;
+    if constexpr (detail::kIsTtlStored<SS>) {
+      if (ttl_ != nullptr) {
+        // L5: judged now, as these entries are written (the mutant: at the sync phase).
+        const std::int64_t now =
+            COWSTATE_MUTANT(ttl_full_snapshot_at_start) ? start_ : clock_->current_timestamp();
+        const std::int64_t ttl = ttl_->ttl();
+        for (; n < budget && !scan_.done(); ++n) {
+          const auto e = scan_.get();
+          const std::size_t at = out.size();
+          KS::write(out, e.key);
+          NS::write(out, e.ns);
+          if (ttl_write_live<SS>(out, e.state, ttl, now)) {
+            ++emitted_;
+          } else {
+            out.truncate(at);  // nothing of it is live: the entry is left out
+          }
+          scan_.next();
+        }
+        return finish_step(n);
+      }
+    }
+    if constexpr (kFixed) out.ensure(budget * (kKeyWidth + kNsWidth + kStateWidth));
     for (; n < budget && !scan_.done(); ++n) {
       const auto e = scan_.get();
       KS::write(out, e.key);
@@ -306,17 +348,27 @@ class StateTable<KS, NS, SS, KH>::Snapshot final : public KeyGroupStateSnapshot 
       // In simulator builds the map's writer may run here, between two entries.
       if (n + 1 < budget && !scan_.done()) COWSTATE_YIELD("checkpoint_writer.entry");
     }
+    emitted_ += n;
+    return finish_step(n);
+  }
+
+ private:
+  std::size_t finish_step(std::size_t n) {
     written_ += n;
     COWSTATE_ASSERT(written_ <= snap_.size(), "B2", "more entries written than the snapshot holds");
     COWSTATE_ASSERT(written_ < snap_.size() || scan_.done(), "B2",
                     "the scan has entries beyond the snapshot's size");
+    COWSTATE_ASSERT(emitted_ <= written_, "B2", "more entries emitted than consumed");
     return n;
   }
 
- private:
   typename Map::Snapshot snap_;
   typename Map::Snapshot::Scan scan_;
+  const StateTtlConfig* ttl_;
+  const TtlTimeProvider* clock_;
+  std::int64_t start_;
   std::size_t written_ = 0;
+  std::size_t emitted_ = 0;
   bool started_ = false;
 };
 
@@ -325,7 +377,9 @@ std::unique_ptr<KeyGroupStateSnapshot> StateTable<KS, NS, SS, KH>::snapshot_key_
     std::int32_t key_group) {
   Map& m = map(key_group);
   if (m.empty()) return nullptr;
-  auto s = std::make_unique<Snapshot>(m.snapshot());
+  const StateTtlConfig* ttl = full_snapshot_cleanup() ? &*meta().ttl : nullptr;
+  const std::int64_t start = ttl != nullptr ? clock_->current_timestamp() : 0;
+  auto s = std::make_unique<Snapshot>(m.snapshot(), ttl, clock_, start);
   COWSTATE_ASSERT(s->size() == m.size(), "B2", "snapshot size differs from the map's");
   return s;
 }
