@@ -115,11 +115,9 @@ inline void populate(Backend& b, States& s, std::uint64_t n, std::uint64_t seed)
   }
 }
 
-// Everything one typed state holds, by (key, namespace).
-template <class Handle>
-auto image_of(Handle& h) {
-  auto& table = h.table();
-  using Table = std::remove_reference_t<decltype(table)>;
+// Everything one typed state table holds, by (key, namespace).
+template <class Table>
+auto table_image(Table& table) {
   std::map<std::pair<typename Table::K, typename Table::N>, typename Table::S> out;
   const KeyGroupRange r = table.range();
   for (std::int32_t g = r.start(); g <= r.end(); ++g) {
@@ -128,6 +126,12 @@ auto image_of(Handle& h) {
     });
   }
   return out;
+}
+
+// Everything one typed state holds, by (key, namespace).
+template <class Handle>
+auto image_of(Handle& h) {
+  return table_image(h.table());
 }
 
 // Everything a backend holds, state by state.
