@@ -24,7 +24,7 @@
 // ---
 // A state with a TTL has a table of the TTL form of its serializer (TtlStored<SS>, ttl.h):
 // its states carry last-access times, stored and restored like any other bytes. With
-// full-snapshot cleanup a snapshot reads the table's clock at each write step (on the
+// full-snapshot cleanup a snapshot reads the table's clock as it writes each entry (on the
 // checkpoint writer's thread) and writes only what is live then: expired values and
 // entries whose elements all expired are skipped, expired elements are filtered out of
 // what is written. The live map is never changed by it.
@@ -47,8 +47,8 @@
 //  B1  A table is asked only for maps of key groups in its range.
 //  B2  A KeyGroupStateSnapshot consumes exactly size() entries before done() and emits at
 //      most that many; a released one is never written again.
-//  L5  With full-snapshot TTL cleanup, each entry is judged by the clock of the write step
-//      that reaches it; what is expired then is left out; the live map is not touched.
+//  L5  With full-snapshot TTL cleanup, each entry is judged by the clock when it is
+//      written; what is expired then is left out; the live map is not touched.
 #pragma once
 
 #include <algorithm>
@@ -290,8 +290,8 @@ class StateTable final : public StateTableBase {
 };
 
 // The typed snapshot of one map: the map snapshot plus a Scan that resumes across steps.
-// With full-snapshot TTL cleanup it reads the clock at the start of every write step and
-// leaves out what is expired then (L5).
+// With full-snapshot TTL cleanup it reads the clock as it writes each entry and leaves out
+// what is expired then (L5).
 template <class KS, class NS, class SS, class KH>
 class StateTable<KS, NS, SS, KH>::Snapshot final : public KeyGroupStateSnapshot {
  public:
@@ -319,11 +319,11 @@ class StateTable<KS, NS, SS, KH>::Snapshot final : public KeyGroupStateSnapshot 
     std::size_t n = 0;
     if constexpr (detail::kIsTtlStored<SS>) {
       if (ttl_ != nullptr) {
-        // L5: judged now, as these entries are written (the mutant: at the sync phase).
-        const std::int64_t now =
-            COWSTATE_MUTANT(ttl_full_snapshot_at_start) ? start_ : clock_->current_timestamp();
         const std::int64_t ttl = ttl_->ttl();
         for (; n < budget && !scan_.done(); ++n) {
+          // L5: judged as this entry is written (the mutant: at the sync phase).
+          const std::int64_t now =
+              COWSTATE_MUTANT(ttl_full_snapshot_at_start) ? start_ : clock_->current_timestamp();
           const auto e = scan_.get();
           const std::size_t at = out.size();
           KS::write(out, e.key);
@@ -334,6 +334,7 @@ class StateTable<KS, NS, SS, KH>::Snapshot final : public KeyGroupStateSnapshot 
             out.truncate(at);  // nothing of it is live: the entry is left out
           }
           scan_.next();
+          if (n + 1 < budget && !scan_.done()) COWSTATE_YIELD("checkpoint_writer.entry");
         }
         return finish_step(n);
       }
