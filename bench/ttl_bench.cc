@@ -1,0 +1,230 @@
+// ttl_bench: what state TTL costs on the backend's hot paths — value get, value put and
+// list add at n keys — as a ratio to the same state without TTL, measured in the same run.
+//
+// A benchmark, never a test: it prints numbers and checks only that each timed loop did
+// what its row claims (every get found its value, every list grew by one).
+//
+// Workload
+// --------
+// One backend per contender, all in this process and filled alike: n keys (u64, key
+// groups of max parallelism 128, VoidNamespace), one value state (int64) and one list
+// state (int64 elements, one element per key before each list-add sample). Contenders:
+//   plain         the states without TTL
+//   ttl           a TTL of one day, no background cleanup: the cost of the timestamp
+//                 (clock read, expiry check, bigger entries)
+//   ttl+cleanup   the same with Flink's default incremental cleanup: 5 entries visited on
+//                 every state access
+// The clock is a ManualTtlClock (one relaxed atomic load behind a virtual call) standing
+// still, so nothing expires and every contender does the same logical work. An operation
+// is set_current_key + the state call, in an order shuffled by our own Fisher-Yates on
+// splitmix64 (the same order for every contender).
+//
+// Method
+// ------
+// Every figure is a median of `--reps` samples after a discarded warm-up round. Within a
+// repetition the contenders run one after the other, rotating who goes first, and each
+// TTL/plain ratio is the median of the per-repetition quotients (paired, so a noisy
+// neighbour slows both sides of a pair alike). Time is the thread's CPU time.
+#include <time.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cowstate/keyed_state_backend.h"
+#include "cowstate/ttl.h"
+
+namespace {
+
+using Backend = cowstate::KeyedStateBackend<cowstate::UInt64Serializer>;
+using Value =
+    cowstate::ValueState<Backend, cowstate::VoidNamespaceSerializer, cowstate::Int64Serializer>;
+using List =
+    cowstate::ListState<Backend, cowstate::VoidNamespaceSerializer, cowstate::Int64Serializer>;
+
+struct SplitMix64 {
+  std::uint64_t state;
+  std::uint64_t next() {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+};
+
+double thread_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+volatile std::int64_t g_sink;  // keeps every read's result alive
+
+void expect(bool ok, const char* what) {
+  if (!ok) {
+    std::fprintf(stderr, "ttl_bench: a timed loop did not do what it claims: %s\n", what);
+    std::exit(1);
+  }
+}
+
+struct Contender {
+  const char* name;
+  std::optional<cowstate::StateTtlConfig> ttl;
+  std::unique_ptr<Backend> backend;
+  Value* value = nullptr;
+  List* list = nullptr;
+};
+
+constexpr std::int64_t kDay = 24 * 3600 * 1000;
+
+std::optional<cowstate::StateTtlConfig> ttl_config(bool cleanup) {
+  cowstate::StateTtlConfig c;
+  c.ttl_ms = kDay;
+  if (!cleanup) c.incremental_cleanup = std::nullopt;  // else Flink's default: 5, no key switch
+  return c;
+}
+
+void fill(Contender& c, const std::vector<std::uint64_t>& keys,
+          const cowstate::TtlTimeProvider* clock) {
+  c.backend = std::make_unique<Backend>(cowstate::KeyGroupRange::all(128), 128,
+                                        cowstate::MapOptions{}, clock);
+  const cowstate::StateOptions options{c.ttl};
+  c.value = &c.backend->value_state<cowstate::VoidNamespaceSerializer, cowstate::Int64Serializer>(
+      "value", -1, options);
+  c.list = &c.backend->list_state<cowstate::VoidNamespaceSerializer, cowstate::Int64Serializer>(
+      "list", options);
+  for (std::uint64_t k : keys) {
+    expect(c.backend->set_current_key(k).ok(), "set_current_key");
+    c.value->update(static_cast<std::int64_t>(k));
+    c.list->add(static_cast<std::int64_t>(k));
+  }
+}
+
+// One timed pass of `op` over `order`; returns ns per operation.
+template <class Op>
+double timed_pass(Contender& c, const std::vector<std::uint64_t>& order, Op op) {
+  const double t0 = thread_seconds();
+  for (std::uint64_t k : order) {
+    (void)c.backend->set_current_key(k);
+    op(c, k);
+  }
+  const double t1 = thread_seconds();
+  return (t1 - t0) * 1e9 / static_cast<double>(order.size());
+}
+
+struct Row {
+  std::string op;
+  std::vector<std::vector<double>> ns;  // [contender][rep]
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::size_t n = 1000000;
+  int reps = 5;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--n" && i + 1 < argc) {
+      n = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--reps" && i + 1 < argc) {
+      reps = std::atoi(argv[++i]);
+    } else if (a == "--quick") {
+      n = 10000;
+      reps = 3;
+    } else {
+      std::fprintf(stderr, "usage: cowstate_ttl_bench [--n KEYS] [--reps N] [--quick]\n");
+      return 2;
+    }
+  }
+  if (n == 0 || reps < 1) return 2;
+
+  SplitMix64 rng{0x77715eedULL};
+  std::vector<std::uint64_t> keys(n);
+  for (std::uint64_t& k : keys) k = rng.next();
+  std::vector<std::uint64_t> order = keys;
+  for (std::size_t i = order.size() - 1; i > 0; --i) {  // Fisher-Yates on splitmix64
+    std::swap(order[i], order[rng.next() % (i + 1)]);
+  }
+
+  const cowstate::ManualTtlClock clock(1'700'000'000'000);
+  std::vector<Contender> cs;
+  cs.push_back({"plain", std::nullopt, nullptr});
+  cs.push_back({"ttl", ttl_config(false), nullptr});
+  cs.push_back({"ttl+cleanup", ttl_config(true), nullptr});
+  for (Contender& c : cs) fill(c, keys, &clock);
+
+  auto get = [](Contender& c, std::uint64_t k) {
+    const std::int64_t v = c.value->value();
+    expect(v == static_cast<std::int64_t>(k), "value get found its value");
+    g_sink = g_sink + v;
+  };
+  auto put = [](Contender& c, std::uint64_t k) { c.value->update(static_cast<std::int64_t>(k)); };
+  auto add = [](Contender& c, std::uint64_t k) { c.list->add(static_cast<std::int64_t>(k)); };
+  // Between list-add samples: every list back to one element (untimed).
+  auto reset_lists = [&](Contender& c) {
+    for (std::uint64_t k : keys) {
+      (void)c.backend->set_current_key(k);
+      c.list->update({static_cast<std::int64_t>(k)});
+    }
+  };
+  auto check_lists = [&](Contender& c) {
+    for (std::size_t i = 0; i < keys.size(); i += keys.size() / 16 + 1) {
+      (void)c.backend->set_current_key(keys[i]);
+      expect(c.list->get().size() == 2, "list add grew every list by one");
+    }
+  };
+
+  std::vector<Row> rows = {{"value get", {}}, {"value put", {}}, {"list add", {}}};
+  for (Row& r : rows) r.ns.assign(cs.size(), {});
+  for (int rep = -1; rep < reps; ++rep) {  // rep -1: warm-up, discarded
+    for (std::size_t j = 0; j < cs.size(); ++j) {
+      Contender& c = cs[(j + static_cast<std::size_t>(std::max(rep, 0))) % cs.size()];
+      const std::size_t ci = static_cast<std::size_t>(&c - cs.data());
+      const double g = timed_pass(c, order, get);
+      const double p = timed_pass(c, order, put);
+      const double a = timed_pass(c, order, add);
+      check_lists(c);
+      reset_lists(c);
+      if (rep >= 0) {
+        rows[0].ns[ci].push_back(g);
+        rows[1].ns[ci].push_back(p);
+        rows[2].ns[ci].push_back(a);
+      }
+    }
+  }
+
+  std::printf("ttl_bench: n = %zu keys, %d reps (median), max parallelism 128, thread CPU time\n",
+              n, reps);
+  std::printf("%-10s %12s %12s %14s %10s %14s\n", "op", "plain ns/op", "ttl ns/op", "ttl+cleanup",
+              "ttl/plain", "ttl+cl/plain");
+  bool within = true;
+  for (const Row& r : rows) {
+    std::vector<double> ratio_ttl;
+    std::vector<double> ratio_cleanup;
+    for (int i = 0; i < reps; ++i) {
+      const auto u = static_cast<std::size_t>(i);
+      ratio_ttl.push_back(r.ns[1][u] / r.ns[0][u]);
+      ratio_cleanup.push_back(r.ns[2][u] / r.ns[0][u]);
+    }
+    const double rt = median(ratio_ttl);
+    within = within && rt <= 1.3;
+    std::printf("%-10s %12.1f %12.1f %14.1f %9.2fx %13.2fx\n", r.op.c_str(), median(r.ns[0]),
+                median(r.ns[1]), median(r.ns[2]), rt, median(ratio_cleanup));
+  }
+  std::printf("target: TTL at most 1.3x the same state without TTL (ttl column): %s\n",
+              within ? "met" : "MISSED");
+  return 0;
+}
