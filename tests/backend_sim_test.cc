@@ -157,3 +157,61 @@ writer: restore c1 into 0-3
   CHECK(invalid.outcome == Outcome::invalid);
   CHECK(invalid.message.find("b.scenario:3: c1 is not a complete checkpoint") == 0);
 }
+
+TEST_CASE("backend runs with a TTL move the clock onto expiry instants and check every kind",
+          "[sim][backend][ttl][run]") {
+  std::size_t with_ttl = 0, boundary_reads = 0, full_snapshot = 0, drained = 0;
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    for (const char* strategy : {"random", "pct"}) {
+      const CaseSpec spec = backend_case(seed, strategy);
+      const RunResult r = run_case(spec, true);
+      INFO("seed " << seed << " " << strategy << ": " << r.check << ": " << r.message);
+      REQUIRE(r.outcome == Outcome::pass);
+      if (spec.backend.ttl_ms == 0) {
+        CHECK_FALSE(traced(r, "clock advance"));
+        continue;
+      }
+      ++with_ttl;
+      // PCT may give the clock the lowest priority: it then moves only at the end.
+      if (std::string(strategy) == "random") CHECK(traced(r, "clock advance"));
+      // The last three operations drive cleanup over every entry of each TTL state.
+      drained += traced(r, "writer cleanup s=attrs n=all") ? 1U : 0U;
+      full_snapshot += spec.backend.ttl_full_snapshot == 1 && traced(r, "complete:") ? 1U : 0U;
+      boundary_reads += traced(r, "clock advance " + std::to_string(spec.backend.ttl_ms)) ? 1U : 0U;
+    }
+  }
+  CHECK(with_ttl > 20);  // about half the seeds
+  CHECK(drained == with_ttl);
+  CHECK(full_snapshot > 5);
+  CHECK(boundary_reads > 5);
+}
+
+TEST_CASE("a clock step inside a paused writer operation is invalid",
+          "[sim][backend][ttl][scenario]") {
+  // Regression 007, with the clock line inside the paused add.
+  const RunResult r = run_scenario(parse_ok(R"(config capacity=1 min_capacity=1 max_capacity=2 workload=backend ttl=5
+writer: list s=events k=1 add 0
+writer: list s=events k=0 update [7]
+clock: advance 5
+writer: list s=events k=2 add 0 pause at map.rehash_move
+clock: advance 5
+writer: continue
+)"));
+  CHECK(r.outcome == Outcome::invalid);
+  CHECK(r.message ==
+        "b.scenario:6: the clock moves between writer operations, not while the writer is "
+        "paused inside one");
+}
+
+TEST_CASE("a TTL expectation names the value with its last-access time",
+          "[sim][backend][ttl][scenario]") {
+  const RunResult r = run_scenario(parse_ok(R"(config workload=backend ttl=10 ttl_update=read
+writer: value s=count k=1 update 7
+clock: advance 3
+writer: value s=count k=1 get
+expect live s=count = {1:[7,0]}
+)"));
+  CHECK(r.outcome == Outcome::failure);
+  CHECK(r.check == "expect");
+  CHECK(r.message == "b.scenario:5: live count is {1:[7,3]}, expected {1:[7,0]}");
+}

@@ -240,7 +240,8 @@ rc::Gen<Scenario> gen_scenario() {
 }
 
 // Well-formed backend scenarios: state actions of every kind and operation, checkpoints
-// started before use, serializer steps and faults, cancels, restores and expectations.
+// started before use, serializer steps and faults, cancels, restores and expectations; half
+// of them with a TTL, clock steps and cleanup actions.
 rc::Gen<Scenario> gen_backend_scenario() {
   return rc::gen::exec([] {
     Scenario s;
@@ -251,6 +252,15 @@ rc::Gen<Scenario> gen_backend_scenario() {
     s.config.key_groups = {first, *rc::gen::inRange<std::int32_t>(first, s.config.max_parallelism)};
     s.config.initial_capacity = *rc::gen::inRange<std::uint32_t>(1, 64);
     if (*rc::gen::arbitrary<bool>()) s.kills = "restore_global_state_ids";
+    const bool ttl = *rc::gen::arbitrary<bool>();
+    if (ttl) {
+      s.config.ttl_ms = *rc::gen::inRange<std::uint64_t>(1, std::uint64_t{1} << 62);
+      s.config.ttl_read_refresh = *rc::gen::arbitrary<bool>();
+      s.config.ttl_return_expired = *rc::gen::arbitrary<bool>();
+      s.config.ttl_cleanup = *rc::gen::inRange<std::uint32_t>(0, 100);
+      s.config.ttl_key_switch = s.config.ttl_cleanup != 0 && *rc::gen::arbitrary<bool>();
+      s.config.ttl_full_snapshot = *rc::gen::arbitrary<bool>();
+    }
     auto range = [&s] {
       const auto a = *rc::gen::inRange<std::int32_t>(0, s.config.max_parallelism);
       return GroupRange{a, *rc::gen::inRange<std::int32_t>(a, s.config.max_parallelism)};
@@ -300,6 +310,14 @@ rc::Gen<Scenario> gen_backend_scenario() {
         l.task = *rc::gen::elementOf(checkpoints);
         a.kind = *rc::gen::element(ActionKind::step, ActionKind::fail);
         a.budget = *rc::gen::inRange<std::uint32_t>(a.kind == ActionKind::fail ? 1 : 0, 50);
+      } else if (what == 5 && ttl) {
+        l.task = "clock";
+        a.kind = ActionKind::advance;
+        a.x = *rc::gen::inRange<std::int64_t>(0, std::int64_t{1} << 40);
+      } else if (what == 6 && ttl) {
+        a.kind = ActionKind::cleanup;
+        a.state = *rc::gen::element<std::string>("count", "events", "attrs");
+        a.budget = *rc::gen::inRange<std::uint32_t>(0, 1000);
       } else if (what == 4 && !checkpoints.empty()) {
         l.task = "releaser";
         a.kind = *rc::gen::element(ActionKind::cancel, ActionKind::keep);
@@ -428,6 +446,39 @@ TEST_CASE("backend parse errors name file, line and column, what was expected an
         "t.scenario:3:20: expected 's=', found '='");
   CHECK(parse_error("writer: put k=1 v=1\nexpect latest none\n") ==
         "t.scenario:2:8: expected an expectation of the map workload, found 'latest'");
+}
+
+TEST_CASE("TTL parse errors name file, line and column, what was expected and what was found",
+          "[sim][scenario][backend][ttl]") {
+  CHECK(parse_error("config ttl=5\n") ==
+        "t.scenario:1:1: expected TTL settings with workload=backend (TTL is a property of keyed "
+        "state), found a TTL setting in a map scenario");
+  CHECK(parse_error("config workload=backend ttl_update=read\n") ==
+        "t.scenario:1:1: expected ttl=MS with the other TTL settings, found TTL settings without "
+        "a ttl");
+  CHECK(parse_error("config workload=backend ttl=0\n") ==
+        "t.scenario:1:29: expected a TTL in ms in [1, 4611686018427387904], found 0");
+  CHECK(parse_error("config workload=backend ttl=5 ttl_update=sometimes\n") ==
+        "t.scenario:1:42: expected 'write' or 'read', found 'sometimes'");
+  CHECK(parse_error("config workload=backend ttl=5 ttl_cleanup=none ttl_key_switch=on\n") ==
+        "t.scenario:1:1: expected an incremental cleanup size with ttl_key_switch=on, found "
+        "ttl_cleanup=none");
+  CHECK(parse_error("config workload=backend\nclock: advance 5\n") ==
+        "t.scenario:2:1: expected a task: writer, releaser or a snapshot (a clock task needs "
+        "config ttl=MS), found 'clock'");
+  const std::string t = "config workload=backend ttl=5\n";
+  CHECK(parse_error(t + "clock: advance -1\n") ==
+        "t.scenario:2:16: expected a time in ms (a number), found number -1");
+  CHECK(parse_error(t + "clock: step 3\n") ==
+        "t.scenario:2:8: expected a clock action (advance MS), found 'step'");
+  CHECK(parse_error(t + "writer: cleanup s=sum n=3\n") ==
+        "t.scenario:2:19: expected a state with TTL (count, events or attrs), found 'sum'");
+  CHECK(parse_error(t + "writer: cleanup s=count n=0\n")
+            == "t.scenario:2:27: expected a number of entries to visit or 'all' in [1, 1048576], found 0");
+  CHECK(parse_error(t + "clock: advance 5 pause at map.insert_new\n") ==
+        "t.scenario:2:18: expected end of line (`advance` has no yield point), found 'pause'");
+  CHECK(parse_error("config workload=backend\nwriter: checkpoint clock\n") ==
+        "t.scenario:2:20: expected a checkpoint name, found the reserved word 'clock'");
 }
 
 TEST_CASE("printing any scenario and parsing it back gives the same scenario",

@@ -22,7 +22,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--list-mutants") {
-      for (const mu::MutantInfo& m : mu::kTtlCatalog) std::printf("%s\n", m.name);
+      for (const mu::MutantInfo& m : mu::kCatalog) {
+        if (mu::is_ttl_mutant(m.mutant)) std::printf("%s\n", m.name);
+      }
       return 0;
     }
     if (arg == "--mutant" && i + 1 < argc) {
@@ -33,7 +35,8 @@ int main(int argc, char** argv) {
         continue;
       }
       bool found = false;
-      for (const mu::MutantInfo& m : mu::kTtlCatalog) {
+      for (const mu::MutantInfo& m : mu::kCatalog) {
+        if (!mu::is_ttl_mutant(m.mutant)) continue;
         if (name == m.name) {
           mu::active() = m.mutant;
           found = true;

@@ -25,6 +25,25 @@
 // (injected error) or is cancelled must have released every map snapshot, must not be
 // complete in storage, and the newest complete checkpoint must still restore exactly.
 //
+// TTL (config ttl=MS, or BackendWorkloadOptions::ttl_ms): the count, events and attrs
+// states get a StateTtlConfig on a ManualTtlClock that only the clock task moves. Their
+// canonical values carry last-access times: count [v, t], events [e1, t1, e2, t2, ...],
+// attrs [k1, v1, t1, ...]. The model applies each operation at logical time (what a read
+// may return: the live value, or under ReturnExpiredIfNotCleanedUp an expired one not
+// cleaned up yet; what it leaves: expired values removed, live ones refreshed under
+// OnReadAndWrite). Cleanup (incremental, on key switch, lazy) runs inside production calls
+// the model cannot see into, so after every operation the live backend is reconciled with
+// the model: it may lack only elements that are expired now (never a live one, never a
+// changed timestamp, never an empty list or map), and the model adopts what cleanup did.
+// A checkpoint with full-snapshot cleanup must hold its image less what was expired when
+// each entry was written: exact when the clock stood still while its serializer wrote,
+// bounded by the first and last write times otherwise. `cleanup s=X n=all` (and the end
+// of every generated run) drives incremental cleanup over every entry; nothing expired
+// may remain.
+//   clock      advances logical time, between writer operations (never while the writer is
+//              paused inside one); in generated runs often exactly to a stored value's
+//              expiry instant (last access + ttl), where the boundary is decided.
+//
 // Checks (ids from docs/invariants.md, or a checker name):
 //   result   every state operation's result equals the model's
 //   B6       the current key group and every stored entry's key group are Flink's
@@ -37,13 +56,20 @@
 //   storage  a storage call failed without an injected fault; the newest complete
 //            checkpoint is the newest one that committed
 //   restore  the round trips above
+//   L2       a TTL read returned what expiry at logical time forbids; cleanup removed a
+//            live value or left an expired one after a full pass
+//   L4       a stored list or map of a TTL state is empty
+//   L5       a full-snapshot-cleanup checkpoint holds other than its image less what was
+//            expired when written
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,6 +79,7 @@
 #include "cowstate/keyed_state_backend.h"
 #include "cowstate/model/backend_model.h"
 #include "cowstate/serializers.h"
+#include "cowstate/ttl.h"
 #include "sim_core.h"
 
 namespace cowstate::sim::detail {
@@ -105,6 +132,30 @@ Value canonical(const std::map<std::int64_t, std::int64_t>& m) {
   }
   return out;
 }
+// TTL forms: each value or element followed by its last-access time.
+template <class T>
+Value canonical(const TtlValue<T>& v) {
+  Value out = canonical(v.value);
+  out.push_back(v.last_access);
+  return out;
+}
+Value canonical(const std::vector<TtlValue<std::int64_t>>& l) {
+  Value out;
+  for (const auto& e : l) {
+    out.push_back(e.value);
+    out.push_back(e.last_access);
+  }
+  return out;
+}
+Value canonical(const std::map<std::int64_t, TtlValue<std::int64_t>>& m) {
+  Value out;
+  for (const auto& [k, v] : m) {
+    out.push_back(k);
+    out.push_back(v.value);
+    out.push_back(v.last_access);
+  }
+  return out;
+}
 std::map<std::int64_t, std::int64_t> user_map(const Value* flat) {
   std::map<std::int64_t, std::int64_t> out;
   if (flat == nullptr) return out;
@@ -117,21 +168,27 @@ std::string text(const std::optional<T>& v) {
   return v ? model::to_text(*v) : "absent";
 }
 
-// A backend with the five states, registered in the usual order or reversed.
+// A backend with the five states, registered in the usual order or reversed; with `ttl`,
+// count, events and attrs have it (on `clock`).
 struct SimBackend {
-  SimBackend(KeyGroupRange range, std::int32_t max_parallelism, MapOptions options, bool reversed)
-      : backend(std::make_unique<Backend>(range, max_parallelism, options)) {
+  SimBackend(KeyGroupRange range, std::int32_t max_parallelism, MapOptions options, bool reversed,
+             const TtlTimeProvider* clock = nullptr,
+             const std::optional<StateTtlConfig>& ttl = std::nullopt)
+      : backend(std::make_unique<Backend>(range, max_parallelism, options, clock)) {
     Backend& b = *backend;
+    const StateOptions with_ttl{ttl};
     auto reg = [&](int which) {
       switch (which) {
         case 0:
-          count = &b.value_state<Int32Serializer, Int64Serializer>("count", kCountDefault);
+          count = &b.value_state<Int32Serializer, Int64Serializer>("count", kCountDefault,
+                                                                    with_ttl);
           break;
         case 1:
-          events = &b.list_state<Int32Serializer, Int64Serializer>("events");
+          events = &b.list_state<Int32Serializer, Int64Serializer>("events", with_ttl);
           break;
         case 2:
-          attrs = &b.map_state<Int32Serializer, Int64Serializer, Int64Serializer>("attrs");
+          attrs = &b.map_state<Int32Serializer, Int64Serializer, Int64Serializer>("attrs",
+                                                                                  with_ttl);
           break;
         case 3:
           sum = &b.reducing_state<Int32Serializer, Int64Serializer>(
@@ -155,6 +212,16 @@ struct SimBackend {
     f("avg", *avg);
   }
 
+  // Calls f(table) with the table of `handle` (its TTL form when it has a TTL).
+  template <class H, class F>
+  static void with_table(H& handle, F&& f) {
+    if (handle.has_ttl()) {
+      f(handle.ttl_table());
+    } else {
+      f(handle.table());
+    }
+  }
+
   std::unique_ptr<Backend> backend;
   CountState* count = nullptr;
   EventsState* events = nullptr;
@@ -167,6 +234,8 @@ struct CheckpointRecord {
   std::string name;  // c1, c2, ... (the scenario's name)
   std::uint64_t id = 0;
   BackendImage image;                         // the model's image at the sync phase
+  BackendImage expected;  // what it restores to: image, less full-snapshot TTL cleanup
+  std::set<std::int64_t> write_times;  // TTL clock readings while its serializer wrote
   std::unique_ptr<BackendSnapshot> snapshot;  // until the writer takes it
   std::unique_ptr<PendingCheckpoint> pending;
   std::unique_ptr<CheckpointWriter> writer;
@@ -194,6 +263,7 @@ class BackendSimulation final : public SimCore {
     map_options_ = MapOptions{.initial_capacity = opts_.initial_capacity,
                               .min_capacity = opts_.min_capacity,
                               .max_capacity = opts_.max_capacity};
+    ttl_ = ttl_for(config);
   }
 
   ~BackendSimulation() override {
@@ -217,6 +287,41 @@ class BackendSimulation final : public SimCore {
       std::error_code ec;
       std::filesystem::remove_all(dir_, ec);
     }
+  }
+
+  // The TTL of the count, events and attrs states, if the run has one.
+  static std::optional<StateTtlConfig> ttl_for(const RunConfig& config) {
+    StateTtlConfig t;
+    std::uint32_t cleanup = 0;
+    bool key_switch = false;
+    if (config.scenario != nullptr) {
+      const ScenarioConfig& c = config.scenario->config;
+      if (c.ttl_ms == 0) return std::nullopt;
+      t.ttl_ms = c.ttl_ms;
+      t.update_type = c.ttl_read_refresh ? StateTtlConfig::UpdateType::on_read_and_write
+                                         : StateTtlConfig::UpdateType::on_create_and_write;
+      t.visibility = c.ttl_return_expired
+                         ? StateTtlConfig::Visibility::return_expired_if_not_cleaned_up
+                         : StateTtlConfig::Visibility::never_return_expired;
+      t.full_snapshot_cleanup = c.ttl_full_snapshot;
+      cleanup = c.ttl_cleanup;
+      key_switch = c.ttl_key_switch;
+    } else {
+      const BackendWorkloadOptions& o = config.backend;
+      if (o.ttl_ms == 0) return std::nullopt;
+      t.ttl_ms = o.ttl_ms;
+      t.update_type = o.ttl_update == 1 ? StateTtlConfig::UpdateType::on_read_and_write
+                                        : StateTtlConfig::UpdateType::on_create_and_write;
+      t.visibility = o.ttl_visibility == 1
+                         ? StateTtlConfig::Visibility::return_expired_if_not_cleaned_up
+                         : StateTtlConfig::Visibility::never_return_expired;
+      t.full_snapshot_cleanup = o.ttl_full_snapshot == 1;
+      cleanup = o.ttl_cleanup;
+      key_switch = o.ttl_key_switch == 1;
+    }
+    t.incremental_cleanup = std::nullopt;
+    if (cleanup != 0) t.incremental_cleanup = StateTtlConfig::IncrementalCleanup{cleanup, key_switch};
+    return t;
   }
 
   // A scenario's workload: its backend and capacities; the rest comes from its lines.
@@ -244,6 +349,13 @@ class BackendSimulation final : public SimCore {
       const CheckpointRecord* rec = named(next.snapshot);
       return next.kind != ActionKind::restore || (rec != nullptr && rec->finished);
     }
+    if (t.kind == TaskKind::clock) {
+      // Never inside a writer operation (see clock_body). Generated runs: one advance per
+      // step of another task (a clock always runnable would starve the others under PCT),
+      // and runnable at the end to finish.
+      if (writer_in_op_) return false;
+      return scenario_ != nullptr || clock_armed_ || (writer_done_ && in_flight() == 0);
+    }
     if (t.kind != TaskKind::releaser) return true;
     if (scenario_ != nullptr) {
       return t.next_line >= t.program.size() || t.inner_yields > 0 ||
@@ -253,6 +365,12 @@ class BackendSimulation final : public SimCore {
   }
   void after_resume(Task& t, const StepRecord&) override {
     if (t.kind == TaskKind::writer || t.kind == TaskKind::releaser) dirty_ = true;
+    clock_armed_ = t.kind != TaskKind::clock;
+    if (t.kind == TaskKind::serializer && ttl_) {
+      // A slice that stopped inside a step wrote at this time (the clock stood still).
+      CheckpointRecord* rec = named(t.script_name);
+      if (rec != nullptr && rec->in_step) rec->write_times.insert(now());
+    }
     after_step_checks();
   }
   void after_step_checks() override;
@@ -264,6 +382,7 @@ class BackendSimulation final : public SimCore {
   void writer_body();
   void serializer_body(CheckpointRecord& rec, Task& self);
   void releaser_body(Task& self);
+  void clock_body(Task& self);
   CheckpointRecord* named(const std::string& name) const {
     for (const auto& r : checkpoints_) {
       if (r->name == name) return r.get();
@@ -282,6 +401,32 @@ class BackendSimulation final : public SimCore {
   void state_operation(const Action& a);
   void start_checkpoint(const std::string& name);
   void scripted_restore(const Action& a);
+
+  // --- TTL ---
+  std::int64_t now() const { return clock_.current_timestamp(); }
+  // The model's expiry rule, written out again (L2): last_access + ttl <= at, saturating.
+  bool expired_at(std::int64_t last_access, std::int64_t at) const {
+    const std::int64_t ttl = ttl_->ttl();
+    const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+    return (last_access > max - ttl ? max : last_access + ttl) <= at;
+  }
+  bool expired(std::int64_t last_access) const { return expired_at(last_access, now()); }
+  // Values per element of a TTL state's canonical form (the last one is the time).
+  static std::size_t stride(const std::string& state) { return state == "attrs" ? 3 : 2; }
+  // The elements of `v` not expired at `at`, refreshed to now when `refresh`.
+  Value live_part(const std::string& state, const Value& v, std::int64_t at, bool refresh) const;
+  // Whether `got` is `had` less some elements: each kept one unchanged and keep_ok, each
+  // dropped one drop_ok (by last-access time).
+  template <class Keep, class Drop>
+  static bool is_thinned(const std::string& state, const Value& had, const Value& got,
+                         Keep&& keep_ok, Drop&& drop_ok);
+  BackendImage filtered(const BackendImage& image, std::int64_t at) const;
+  void ttl_state_operation(const Action& a, SimBackend& sb, const Value* cur,
+                           const std::string& what);
+  void run_cleanup(const Action& a);
+  void reconcile(const std::string& after);
+  void settle_full_snapshot(CheckpointRecord& rec, const std::vector<std::byte>& bytes);
+  std::int64_t pick_advance(Prng& rng) const;
 
   // --- checkpoints ---
   void cancel(CheckpointRecord& rec, const std::string& by);
@@ -345,6 +490,10 @@ class BackendSimulation final : public SimCore {
   bool dirty_ = true;
   bool broken_ = false;
   std::uint64_t dirty_steps_ = 0;
+  ManualTtlClock clock_;                // logical time; only the clock task moves it
+  std::optional<StateTtlConfig> ttl_;  // of count, events and attrs, if the run has one
+  std::uint32_t generated_ = 0;        // writer operations generated so far
+  bool clock_armed_ = false;           // another task stepped since the clock last moved
 };
 
 void BackendSimulation::start() {
@@ -355,7 +504,8 @@ void BackendSimulation::start() {
     trace("seed " + std::to_string(config_.seed) + " backend options " + opts_.to_string());
   }
   strategy_.begin_run(config_.seed);
-  primary_ = std::make_unique<SimBackend>(range_, max_parallelism_, map_options_, false);
+  primary_ = std::make_unique<SimBackend>(range_, max_parallelism_, map_options_, false, &clock_,
+                                          ttl_);
   for (const BackendStateInfo& info : backend_states()) {
     model_.register_state(info.name,
                           static_cast<model::StateKind>(static_cast<int>(info.kind) -
@@ -386,15 +536,32 @@ void BackendSimulation::start() {
   if (opts_.cancel_percent > 0) {
     spawn("releaser", "releaser", TaskKind::releaser, 1, [this] { releaser_body(*tasks_[1]); });
   }
+  if (ttl_) {
+    const std::uint32_t task = static_cast<std::uint32_t>(tasks_.size());
+    spawn("clock", "clock", TaskKind::clock, 1, [this, task] { clock_body(*tasks_[task]); });
+  }
 }
 
 // ---------------------------------------------------------------------------------------
 // The writer
 
 Action BackendSimulation::generate(Prng& rng) {
+  ++generated_;
+  Action a;
+  if (ttl_) {
+    // The last three operations drive cleanup over every entry of each TTL state; before
+    // them, one in thirty drives a little of it by hand.
+    static const char* const kTtlStates[] = {"count", "events", "attrs"};
+    const std::uint32_t left = opts_.ops_max - generated_;
+    if (left < 3 || rng.chance(1, 30)) {
+      a.kind = ActionKind::cleanup;
+      a.state = kTtlStates[left < 3 ? 2 - left : rng.below(3)];
+      a.budget = left < 3 ? 0 : static_cast<std::uint32_t>(rng.between(1, 16));
+      return a;
+    }
+  }
   std::array<std::uint32_t, 6> w = opts_.weights;
   if (in_flight() >= opts_.live_checkpoints_max) w[5] = 0;
-  Action a;
   const std::size_t which = pick_weighted(rng, w);
   if (which == 5) {
     a.kind = ActionKind::checkpoint;
@@ -480,6 +647,11 @@ void BackendSimulation::execute(const Action& a) {
     case ActionKind::reducing_state:
     case ActionKind::aggregating_state:
       state_operation(a);
+      if (ttl_) reconcile("after " + a.state + " " + state_op_name(a.op));
+      return;
+    case ActionKind::cleanup:
+      run_cleanup(a);
+      reconcile("after cleanup of " + a.state);
       return;
     case ActionKind::checkpoint:
       start_checkpoint(a.snapshot);
@@ -494,6 +666,12 @@ void BackendSimulation::execute(const Action& a) {
 
 // Flink's mergeNamespaces on the model: each source's state removed and combined in order,
 // then combined into the target's.
+// A list state's merge: the elements of both, in order (timestamps travel with them).
+Value concat(Value x, const Value& y) {
+  x.insert(x.end(), y.begin(), y.end());
+  return x;
+}
+
 template <class F>
 void model_merge(Model::Map& m, Key k, Ns target, const std::vector<Ns>& sources, F&& merge) {
   std::optional<Value> merged;
@@ -530,6 +708,10 @@ void BackendSimulation::state_operation(const Action& a) {
              std::to_string(g));
   Model::Map& m = model_.state(a.state);
   const Value* cur = m.get(k, n);
+  if (ttl_ && is_ttl_state(a.state)) {
+    ttl_state_operation(a, sb, cur, what);
+    return;
+  }
   auto mismatch = [&](const std::string& got, const std::string& want) {
     expect(got == want, "result", what + " returned " + got + ", model " + want);
   };
@@ -575,10 +757,7 @@ void BackendSimulation::state_operation(const Action& a) {
           mismatch(model::to_text(sb.events->get()), model::to_text(v));
           return;
         case StateOp::merge:
-          model_merge(m, k, n, a.sources, [](Value x, const Value& y) {
-            x.insert(x.end(), y.begin(), y.end());
-            return x;
-          });
+          model_merge(m, k, n, a.sources, concat);
           sb.events->merge_namespaces(n, a.sources);
           return;
         default:
@@ -672,6 +851,360 @@ void BackendSimulation::state_operation(const Action& a) {
 }
 
 // ---------------------------------------------------------------------------------------
+// TTL
+
+Value BackendSimulation::live_part(const std::string& state, const Value& v, std::int64_t at,
+                                   bool refresh) const {
+  const std::size_t s = stride(state);
+  Value out;
+  for (std::size_t i = 0; i + s <= v.size(); i += s) {
+    if (expired_at(v[i + s - 1], at)) continue;
+    out.insert(out.end(), v.begin() + static_cast<std::ptrdiff_t>(i),
+               v.begin() + static_cast<std::ptrdiff_t>(i + s));
+    if (refresh) out.back() = now();
+  }
+  return out;
+}
+
+template <class Keep, class Drop>
+bool BackendSimulation::is_thinned(const std::string& state, const Value& had, const Value& got,
+                                   Keep&& keep_ok, Drop&& drop_ok) {
+  const std::size_t s = stride(state);
+  if (had.size() % s != 0 || got.size() % s != 0) return false;
+  std::size_t j = 0;  // next element of `got`
+  for (std::size_t i = 0; i < had.size(); i += s) {
+    const std::int64_t t = had[i + s - 1];
+    const bool same = j < got.size() && std::equal(had.begin() + static_cast<std::ptrdiff_t>(i),
+                                                   had.begin() + static_cast<std::ptrdiff_t>(i + s),
+                                                   got.begin() + static_cast<std::ptrdiff_t>(j));
+    if (same && keep_ok(t)) {
+      j += s;
+    } else if (!drop_ok(t)) {
+      return false;
+    }
+  }
+  return j == got.size();
+}
+
+BackendImage BackendSimulation::filtered(const BackendImage& image, std::int64_t at) const {
+  BackendImage out = image;
+  for (auto& [name, entries] : out) {
+    if (!is_ttl_state(name)) continue;
+    for (auto it = entries.begin(); it != entries.end();) {
+      it->second = live_part(name, it->second, at, false);
+      it = it->second.empty() ? entries.erase(it) : std::next(it);
+    }
+  }
+  return out;
+}
+
+// One operation on a TTL state, on the model at logical time and on the backend. A read's
+// result is checked against what the model allows; what cleanup did inside the call is
+// reconciled afterwards (reconcile()).
+void BackendSimulation::ttl_state_operation(const Action& a, SimBackend& sb, const Value* cur,
+                                            const std::string& what) {
+  const Key k = a.entry.first;
+  const Ns n = a.entry.second;
+  Model::Map& m = model_.state(a.state);
+  const std::int64_t t = now();
+  const bool refresh = ttl_->refresh_on_read();
+  const bool may_return_expired = ttl_->return_expired();
+  auto check_read = [&](const std::string& got, const std::vector<std::string>& allowed) {
+    std::string list;
+    for (const std::string& s : allowed) {
+      if (got == s) return;
+      list += (list.empty() ? "" : " or ") + s;
+    }
+    expect(false, "L2",
+           what + " at time " + std::to_string(t) + " returned " + got + ", the model allows " +
+               list + " (stored: " + (cur != nullptr ? model::to_text(*cur) : "nothing") +
+               ", ttl " + std::to_string(ttl_->ttl()) + ")");
+  };
+  // Puts `v`, or removes the entry when it has no element left.
+  auto store = [&](const Value& v) {
+    if (v.empty()) {
+      m.remove(k, n);
+    } else {
+      m.put(k, n, v);
+    }
+  };
+  if (a.kind == ActionKind::value_state) {
+    sb.count->set_current_namespace(n);
+    if (a.op == StateOp::update) {
+      m.put(k, n, {a.x, t});
+      sb.count->update(a.x);
+    } else if (a.op == StateOp::get) {
+      const std::string got = model::to_text(sb.count->value());
+      const std::string fallback = model::to_text(kCountDefault);
+      if (cur == nullptr) {
+        check_read(got, {fallback});
+      } else if (!expired((*cur)[1])) {
+        check_read(got, {model::to_text((*cur)[0])});
+        if (refresh) m.put(k, n, {(*cur)[0], t});
+      } else {
+        std::vector<std::string> allowed{fallback};
+        if (may_return_expired) allowed.push_back(model::to_text((*cur)[0]));
+        check_read(got, allowed);
+        m.remove(k, n);
+      }
+    } else {
+      m.remove(k, n);
+      sb.count->clear();
+    }
+    return;
+  }
+  if (a.kind == ActionKind::list_state) {
+    sb.events->set_current_namespace(n);
+    Value v = cur != nullptr ? *cur : Value{};
+    auto stamped = [&](const Value& es) {
+      Value out;
+      for (std::int64_t e : es) {
+        out.push_back(e);
+        out.push_back(t);
+      }
+      return out;
+    };
+    auto values = [](const Value& flat) {
+      std::vector<std::int64_t> out;
+      for (std::size_t i = 0; i < flat.size(); i += 2) out.push_back(flat[i]);
+      return out;
+    };
+    switch (a.op) {
+      case StateOp::add:
+        v.push_back(a.x);
+        v.push_back(t);
+        m.put(k, n, v);
+        sb.events->add(a.x);
+        return;
+      case StateOp::add_all:
+        if (!a.value.empty()) {
+          const Value more = stamped(a.value);
+          v.insert(v.end(), more.begin(), more.end());
+          m.put(k, n, v);
+        }
+        sb.events->add_all(a.value);
+        return;
+      case StateOp::update:
+        store(stamped(a.value));
+        sb.events->update(a.value);
+        return;
+      case StateOp::get: {
+        // Cleanup inside the call either filtered this list (only live elements are left)
+        // or did not (all of them are there to be returned).
+        const std::string got = model::to_text(sb.events->get());
+        std::vector<std::string> allowed{model::to_text(values(live_part(a.state, v, t, false)))};
+        if (may_return_expired) allowed.push_back(model::to_text(values(v)));
+        check_read(got, allowed);
+        if (cur != nullptr) store(live_part(a.state, v, t, refresh));
+        return;
+      }
+      case StateOp::merge:
+        model_merge(m, k, n, a.sources, concat);
+        sb.events->merge_namespaces(n, a.sources);
+        return;
+      default:
+        m.remove(k, n);
+        sb.events->clear();
+        return;
+    }
+  }
+  // attrs: user key -> (value, last access)
+  sb.attrs->set_current_namespace(n);
+  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> um;
+  if (cur != nullptr) {
+    for (std::size_t i = 0; i + 2 < cur->size(); i += 3) {
+      um[(*cur)[i]] = {(*cur)[i + 1], (*cur)[i + 2]};
+    }
+  }
+  auto flat = [&um] {
+    Value out;
+    for (const auto& [uk, vt] : um) {
+      out.push_back(uk);
+      out.push_back(vt.first);
+      out.push_back(vt.second);
+    }
+    return out;
+  };
+  switch (a.op) {
+    case StateOp::put: {
+      const std::int64_t uv = a.value.empty() ? 0 : a.value[0];
+      um[a.x] = {uv, t};
+      m.put(k, n, flat());
+      sb.attrs->put(a.x, uv);
+      return;
+    }
+    case StateOp::remove:
+      if (um.erase(a.x) != 0) store(flat());
+      sb.attrs->remove(a.x);
+      return;
+    case StateOp::get: {
+      const std::string got = text(sb.attrs->get(a.x));
+      auto it = um.find(a.x);
+      if (it == um.end()) {
+        check_read(got, {"absent"});
+      } else if (!expired(it->second.second)) {
+        check_read(got, {model::to_text(it->second.first)});
+        if (refresh) {
+          it->second.second = t;
+          m.put(k, n, flat());
+        }
+      } else {
+        std::vector<std::string> allowed{"absent"};
+        if (may_return_expired) allowed.push_back(model::to_text(it->second.first));
+        check_read(got, allowed);
+        um.erase(it);
+        store(flat());
+      }
+      return;
+    }
+    default:
+      m.remove(k, n);
+      sb.attrs->clear();
+      return;
+  }
+}
+
+// `cleanup s=X n=N`: N entries of incremental cleanup; n=all: enough runs to pass over
+// every key group and entry, after which nothing expired may remain.
+void BackendSimulation::run_cleanup(const Action& a) {
+  StepLine shown;
+  shown.action = a;
+  trace("writer " + print_action(shown));
+  COWSTATE_ASSERT(ttl_.has_value() && is_ttl_state(a.state), "T2",
+                  "a cleanup action in a run without TTL");
+  auto drive = [&](auto& handle) {
+    if (a.budget != 0) {
+      handle.run_ttl_cleanup(a.budget);
+      return;
+    }
+    auto& table = handle.ttl_table();
+    std::size_t total = 1;
+    for (std::int32_t g = table.range().start(); g <= table.range().end(); ++g) {
+      total += table.map(g).size();
+    }
+    for (std::int32_t i = 0; i < table.range().size() + 2; ++i) handle.run_ttl_cleanup(total);
+  };
+  if (a.state == "count") drive(*primary_->count);
+  if (a.state == "events") drive(*primary_->events);
+  if (a.state == "attrs") drive(*primary_->attrs);
+  if (a.budget != 0) return;
+  const BackendImage live = contents(*primary_, "the live backend");
+  for (const auto& [key, v] : live.at(a.state)) {
+    expect(live_part(a.state, v, now(), false) == v, "L2",
+           "cleanup over every entry of " + a.state + " at time " + std::to_string(now()) +
+               " left expired elements in (" + std::to_string(key.first) + ", " +
+               std::to_string(key.second) + "): " + model::to_text(v) + " (ttl " +
+               std::to_string(ttl_->ttl()) + ")");
+  }
+}
+
+// After an operation: the live TTL states may differ from the model only by what cleanup
+// may remove (elements expired now, lists and maps never left empty); the model adopts it.
+void BackendSimulation::reconcile(const std::string& after) {
+  const BackendImage live = contents(*primary_, "the live backend");
+  const std::int64_t t = now();
+  for (const char* name : {"count", "events", "attrs"}) {
+    Model::Map& m = model_.state(name);
+    const Image want = m.live();
+    const Image& got = live.at(name);
+    auto where = [&](const EntryKey& key) {
+      return after + " at time " + std::to_string(t) + ": " + name + " (" +
+             std::to_string(key.first) + ", " + std::to_string(key.second) + ")";
+    };
+    for (const auto& [key, v] : got) {
+      expect(!v.empty(), "L4", where(key) + " is stored empty");
+      expect(want.contains(key), "L2",
+             where(key) + " holds " + model::to_text(v) + ", which the model does not have");
+    }
+    for (const auto& [key, v] : want) {
+      const auto it = got.find(key);
+      const Value& have = it != got.end() ? it->second : Value{};
+      if (it != got.end() && have == v) continue;
+      const bool ok = is_thinned(
+          name, v, have, [](std::int64_t) { return true; },
+          [&](std::int64_t last) { return expired_at(last, t); });
+      expect(ok, "L2",
+             where(key) + " is " + (it != got.end() ? model::to_text(have) : "gone") +
+                 "; the model has " + model::to_text(v) +
+                 " and cleanup may remove only elements expired now (ttl " +
+                 std::to_string(ttl_->ttl()) + ")");
+      if (it == got.end()) {
+        m.remove(key.first, key.second);
+      } else {
+        m.put(key.first, key.second, have);
+      }
+    }
+  }
+}
+
+// A completed checkpoint with full-snapshot cleanup holds its image less what was expired
+// when each entry was written (L5). Exact when its serializer wrote at one time only;
+// otherwise every element expired at the first write time is left out, every element live
+// at the last one is kept, and the restored contents become what later restores expect.
+void BackendSimulation::settle_full_snapshot(CheckpointRecord& rec,
+                                             const std::vector<std::byte>& bytes) {
+  if (rec.write_times.empty()) rec.write_times.insert(now());
+  const std::int64_t lo = *rec.write_times.begin();
+  const std::int64_t hi = *rec.write_times.rbegin();
+  if (lo == hi) {
+    rec.expected = filtered(rec.image, lo);
+    return;
+  }
+  const CheckpointInput in{rec.name, bytes};
+  const std::string who = rec.name + " (written between times " + std::to_string(lo) + " and " +
+                          std::to_string(hi) + ") restored into its range";
+  const auto sb = restored({in}, range_, false, who);
+  const BackendImage got = contents(*sb, rec.name);
+  for (const auto& [name, image] : rec.image) {
+    const Image& have = got.at(name);
+    if (!is_ttl_state(name)) {
+      auto d = model::diff(image, have);
+      expect(!d, "restore", who + ": state " + name + " differs from the model: " + d.value_or(""));
+      continue;
+    }
+    for (const auto& [key, v] : have) {
+      expect(image.contains(key), "L5",
+             who + ": " + name + " holds (" + std::to_string(key.first) + ", " +
+                 std::to_string(key.second) + "), which the checkpoint's image does not");
+    }
+    for (const auto& [key, v] : image) {
+      const auto it = have.find(key);
+      const Value& kept = it != have.end() ? it->second : Value{};
+      const bool ok = is_thinned(
+          name, v, kept, [&](std::int64_t last) { return !expired_at(last, lo); },
+          [&](std::int64_t last) { return expired_at(last, hi); });
+      expect(ok, "L5",
+             who + ": " + name + " (" + std::to_string(key.first) + ", " +
+                 std::to_string(key.second) + ") is " +
+                 (it != have.end() ? model::to_text(kept) : "left out") + "; its image holds " +
+                 model::to_text(v) + " (ttl " + std::to_string(ttl_->ttl()) + ")");
+    }
+  }
+  rec.expected = got;
+}
+
+// How far the clock moves: often exactly to a stored value's expiry instant.
+std::int64_t BackendSimulation::pick_advance(Prng& rng) const {
+  const std::int64_t ttl = ttl_->ttl();
+  const std::int64_t t = now();
+  const std::uint64_t roll = rng.below(100);
+  if (roll < 50) {
+    std::vector<std::int64_t> instants;
+    for (const char* name : {"count", "events", "attrs"}) {
+      const std::size_t s = stride(name);
+      for (const auto& [key, v] : model_.state(name).live()) {
+        for (std::size_t i = s - 1; i < v.size(); i += s) {
+          if (!expired(v[i])) instants.push_back(v[i] + ttl - t);
+        }
+      }
+    }
+    if (!instants.empty()) return instants[rng.below(instants.size())];
+  }
+  if (roll < 65) return ttl;
+  return static_cast<std::int64_t>(rng.between(1, static_cast<std::uint64_t>(ttl)));
+}
+
+// ---------------------------------------------------------------------------------------
 // Checkpoints
 
 void BackendSimulation::start_checkpoint(const std::string& name) {
@@ -684,6 +1217,7 @@ void BackendSimulation::start_checkpoint(const std::string& name) {
   rec.snapshot = primary_->backend->snapshot(rec.id);
   model_.start_checkpoint(rec.id);
   rec.image = model_.image(rec.id);
+  rec.expected = rec.image;
   std::size_t entries = 0;
   for (const auto& [state, image] : rec.image) entries += image.size();
   trace("writer checkpoint " + name + " id " + std::to_string(rec.id) + " entries " +
@@ -751,9 +1285,13 @@ void BackendSimulation::serializer_body(CheckpointRecord& rec, Task& self) {
     act.budget = budget == SIZE_MAX ? 0 : static_cast<std::uint32_t>(budget);
     begin_action(self, act);
     const std::uint64_t before = fs_->operations();
+    // The clock moves only between slices: the times a step writes at are the one it
+    // starts at, the one it ends at, and those of the slices it yields in between.
+    if (ttl_) rec.write_times.insert(now());
     rec.in_step = true;
     const bool finished = rec.writer->step(budget);
     rec.in_step = false;
+    if (ttl_) rec.write_times.insert(now());
     trace(self.name + " step " + (act.budget == 0 ? std::string("all") : std::to_string(budget)) +
           " -> " + std::to_string(rec.writer->bytes_written()) + " bytes");
     if (rec.writer->failed()) {
@@ -853,6 +1391,11 @@ void BackendSimulation::finish_complete(CheckpointRecord& rec) {
   auto bytes = storage_->read(rec.id);
   expect(bytes.ok(), "restore",
          rec.name + " does not read back: " + scrub(bytes.status().message()));
+  if (ttl_ && ttl_->full_snapshot_cleanup) {
+    yields_enabled_ = false;
+    settle_full_snapshot(rec, *bytes);
+    yields_enabled_ = true;
+  }
   verify_round_trips(rec, *bytes);
   ++result_.stats.snapshots_checked;
 }
@@ -874,7 +1417,7 @@ void BackendSimulation::check_previous_restores(const std::string& after) {
   const CheckpointInput in{prev.name, *bytes};
   yields_enabled_ = false;
   const auto r = restored({in}, range_, false, prev.name + " restored " + after);
-  compare(prev.image, contents(*r, prev.name), "restore", prev.name + " restored " + after);
+  compare(prev.expected, contents(*r, prev.name), "restore", prev.name + " restored " + after);
   yields_enabled_ = true;
 }
 
@@ -889,8 +1432,9 @@ void BackendSimulation::verify_round_trips(const CheckpointRecord& rec,
   yields_enabled_ = false;
   const CheckpointInput in{rec.name, bytes};
   const auto same = restored({in}, range_, false, rec.name + " restored into its own range");
-  compare(rec.image, contents(*same, rec.name), "restore", rec.name + " restored into its range");
-  round_trip(rec.image, bytes, rec.name, a, b, !b.empty());
+  compare(rec.expected, contents(*same, rec.name), "restore",
+          rec.name + " restored into its range");
+  round_trip(rec.expected, bytes, rec.name, a, b, !b.empty());
   yields_enabled_ = true;
 }
 
@@ -914,7 +1458,10 @@ void BackendSimulation::round_trip(const BackendImage& image, const std::vector<
   const auto rm = restored({CheckpointInput{"half " + a.to_string(), bytes_a},
                             CheckpointInput{"half " + b.to_string(), bytes_b}},
                            both, false, merged);
-  compare(restricted(image, both), contents(*rm, merged), "restore", merged);
+  // The halves' own checkpoints were written now: full-snapshot cleanup judged them now.
+  const bool now_filtered = ttl_ && ttl_->full_snapshot_cleanup;
+  compare(now_filtered ? filtered(restricted(image, both), now()) : restricted(image, both),
+          contents(*rm, merged), "restore", merged);
 }
 
 std::vector<std::byte> BackendSimulation::checkpoint_in_memory(SimBackend& sb, std::uint64_t id) {
@@ -929,7 +1476,8 @@ std::vector<std::byte> BackendSimulation::checkpoint_in_memory(SimBackend& sb, s
 std::unique_ptr<SimBackend> BackendSimulation::restored(const std::vector<CheckpointInput>& inputs,
                                                         KeyGroupRange range, bool reversed,
                                                         const std::string& who) {
-  auto sb = std::make_unique<SimBackend>(range, max_parallelism_, map_options_, reversed);
+  auto sb = std::make_unique<SimBackend>(range, max_parallelism_, map_options_, reversed, &clock_,
+                                         ttl_);
   const Status st = sb->backend->restore(inputs);
   expect(st.ok(), "restore", who + ": " + st.message());
   std::string why;
@@ -941,20 +1489,21 @@ BackendImage BackendSimulation::contents(SimBackend& sb, const std::string& who)
   BackendImage out;
   const KeyGroupRange range = sb.backend->range();
   sb.each([&](const char* name, auto& handle) {
-    auto& table = handle.table();
-    expect(table.range() == range, "B1",
-           who + ": the table of state " + name + " covers key groups " +
-               table.range().to_string() + ", the backend's range is " + range.to_string());
-    Image& image = out[name];
-    for (std::int32_t g = table.range().start(); g <= table.range().end(); ++g) {
-      table.map(g).for_each([&](const Key& k, const Ns& n, const auto& s) {
-        expect(key_group_of(k) == g, "B6",
-               who + ": key " + std::to_string(k) + " of state " + name +
-                   " is stored in key group " + std::to_string(g) + ", Flink's key group is " +
-                   std::to_string(key_group_of(k)));
-        image.emplace(std::make_pair(k, n), canonical(s));
-      });
-    }
+    SimBackend::with_table(handle, [&](auto& table) {
+      expect(table.range() == range, "B1",
+             who + ": the table of state " + name + " covers key groups " +
+                 table.range().to_string() + ", the backend's range is " + range.to_string());
+      Image& image = out[name];
+      for (std::int32_t g = table.range().start(); g <= table.range().end(); ++g) {
+        table.map(g).for_each([&](const Key& k, const Ns& n, const auto& s) {
+          expect(key_group_of(k) == g, "B6",
+                 who + ": key " + std::to_string(k) + " of state " + name +
+                     " is stored in key group " + std::to_string(g) + ", Flink's key group is " +
+                     std::to_string(key_group_of(k)));
+          image.emplace(std::make_pair(k, n), canonical(s));
+        });
+      }
+    });
   });
   return out;
 }
@@ -995,7 +1544,7 @@ void BackendSimulation::scripted_restore(const Action& a) {
   const KeyGroupRange rb =
       a.also.empty() ? KeyGroupRange() : KeyGroupRange(a.also.first, a.also.last);
   yields_enabled_ = false;
-  round_trip(rec->image, *bytes, rec->name, ra, rb, a.merge_back);
+  round_trip(rec->expected, *bytes, rec->name, ra, rb, a.merge_back);
   yields_enabled_ = true;
 }
 
@@ -1045,6 +1594,40 @@ void BackendSimulation::releaser_body(Task& self) {
 }
 
 // ---------------------------------------------------------------------------------------
+// The clock
+
+void BackendSimulation::clock_body(Task& self) {
+  auto advance = [&](const Action& a) {
+    // An operation reads the clock more than once (cleanup, then the new timestamp); the
+    // model applies it at one instant, so time moves between writer operations only. A
+    // serializer may be anywhere in a step (its write times are recorded per slice).
+    if (writer_in_op_) {
+      invalid(self,
+              "the clock moves between writer operations, not while the writer is paused "
+              "inside one");
+    }
+    begin_action(self, a);
+    const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+    const std::int64_t to = a.x > max - now() ? max : now() + a.x;
+    clock_.set(to);
+    trace("clock advance " + std::to_string(a.x) + " -> time " + std::to_string(to));
+    end_unit(self);
+    Fiber::yield();
+  };
+  if (scenario_ != nullptr) {
+    while (const StepLine* line = take_line(self)) advance(line->action);
+    return;
+  }
+  // Generated runs: until the writer is done and no checkpoint is in flight.
+  while (!writer_done_ || in_flight() > 0) {
+    Action a;
+    a.kind = ActionKind::advance;
+    a.x = pick_advance(self.rng);
+    advance(a);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
 // Checks
 
 void BackendSimulation::after_step_checks() {
@@ -1053,15 +1636,16 @@ void BackendSimulation::after_step_checks() {
   if (in_flight() == 0) {
     // C2 at the maps themselves: nothing pins a version, nothing stays retired.
     primary_->each([&](const char* name, auto& handle) {
-      auto& table = handle.table();
-      for (std::int32_t g = table.range().start(); g <= table.range().end(); ++g) {
-        auto& m = table.map(g);
-        expect(m.highest_required_version() == 0 && m.retired_count() == 0, "C2",
-               std::string("no checkpoint is in flight, yet the map of state ") + name +
-                   " in key group " + std::to_string(g) + " has highest required version " +
-                   std::to_string(m.highest_required_version()) + " and " +
-                   std::to_string(m.retired_count()) + " retired items");
-      }
+      SimBackend::with_table(handle, [&](auto& table) {
+        for (std::int32_t g = table.range().start(); g <= table.range().end(); ++g) {
+          auto& m = table.map(g);
+          expect(m.highest_required_version() == 0 && m.retired_count() == 0, "C2",
+                 std::string("no checkpoint is in flight, yet the map of state ") + name +
+                     " in key group " + std::to_string(g) + " has highest required version " +
+                     std::to_string(m.highest_required_version()) + " and " +
+                     std::to_string(m.retired_count()) + " retired items");
+        }
+      });
     });
   }
   if (opts_.deep_check_every == 0 || ++dirty_steps_ % opts_.deep_check_every != 0) return;
@@ -1117,7 +1701,7 @@ void BackendSimulation::check_expectation(const Expectation& e) {
          std::to_string(max_parallelism_));
   }
   const std::string where = e.target + (e.into.empty() ? "" : " into " + range_text(e.into));
-  const Image by_model = restricted(rec->image, range).at(e.state);
+  const Image by_model = restricted(rec->complete ? rec->expected : rec->image, range).at(e.state);
   if (by_model != want) {
     fail(where + " " + e.state + " is " + image_text(by_model) + " by the model, expected " +
          image_text(want));
@@ -1157,6 +1741,8 @@ std::uint64_t BackendSimulation::digest() const {
   d.add(armed_at_);
   d.add(writer_done_);
   d.add(writer_in_op_);
+  d.add(static_cast<std::uint64_t>(now()));
+  d.add(clock_armed_);
   return d.h;
 }
 

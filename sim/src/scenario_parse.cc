@@ -60,6 +60,10 @@ const char* action_name(ActionKind kind) noexcept {
       return "restore";
     case ActionKind::fail:
       return "fail";
+    case ActionKind::advance:
+      return "advance";
+    case ActionKind::cleanup:
+      return "cleanup";
   }
   return "?";
 }
@@ -93,6 +97,10 @@ const std::vector<BackendStateInfo>& backend_states() {
                                                        {ActionKind::reducing_state, "sum"},
                                                        {ActionKind::aggregating_state, "avg"}};
   return states;
+}
+
+bool is_ttl_state(const std::string& name) {
+  return name == "count" || name == "events" || name == "attrs";
 }
 
 const std::vector<std::string>& yield_points() {
@@ -340,11 +348,44 @@ class Parser {
             positive("a max parallelism (a positive number)", kMaxParallelism));
       } else if (key.text == "key_groups") {
         c.key_groups = group_range("a key-group range FIRST-LAST");
+      } else if (key.text == "ttl") {
+        c.ttl_ms = bounded("a TTL in ms", 1, kMaxTtl);
+      } else if (key.text == "ttl_update") {
+        c.ttl_read_refresh = choice("'write' or 'read'", "write", "read");
+      } else if (key.text == "ttl_visibility") {
+        c.ttl_return_expired = choice("'never' or 'expired'", "never", "expired");
+      } else if (key.text == "ttl_cleanup") {
+        if (peek().kind == Tok::word && peek().text == "none") {
+          next();
+          c.ttl_cleanup = 0;
+        } else {
+          c.ttl_cleanup = positive("an incremental cleanup size or 'none'", kAllocatedMax);
+        }
+      } else if (key.text == "ttl_key_switch") {
+        c.ttl_key_switch = choice("'off' or 'on'", "off", "on");
+      } else if (key.text == "ttl_full_snapshot") {
+        c.ttl_full_snapshot = choice("'off' or 'on'", "off", "on");
       } else {
         fail(key,
              "a setting (capacity, min_capacity, max_capacity, hash, schedule, seed, strategy, "
-             "pct_depth, workload, max_parallelism, key_groups)");
+             "pct_depth, workload, max_parallelism, key_groups, ttl, ttl_update, "
+             "ttl_visibility, ttl_cleanup, ttl_key_switch, ttl_full_snapshot)");
       }
+    }
+    const ScenarioConfig d;
+    const bool ttl_set = c.ttl_read_refresh != d.ttl_read_refresh ||
+                         c.ttl_return_expired != d.ttl_return_expired ||
+                         c.ttl_cleanup != d.ttl_cleanup || c.ttl_key_switch != d.ttl_key_switch ||
+                         c.ttl_full_snapshot != d.ttl_full_snapshot;
+    if ((c.ttl_ms != 0 || ttl_set) && !c.backend) {
+      fail(toks_[0], "TTL settings with workload=backend (TTL is a property of keyed state)",
+           "a TTL setting in a map scenario");
+    }
+    if (ttl_set && c.ttl_ms == 0) {
+      fail(toks_[0], "ttl=MS with the other TTL settings", "TTL settings without a ttl");
+    }
+    if (c.ttl_key_switch && c.ttl_cleanup == 0) {
+      fail(toks_[0], "an incremental cleanup size with ttl_key_switch=on", "ttl_cleanup=none");
     }
     if (c.key_groups.last >= c.max_parallelism) {
       fail(toks_[0],
@@ -355,6 +396,15 @@ class Parser {
 
   // Backends a scenario creates are bounded so bad input cannot exhaust memory.
   static constexpr std::uint32_t kMaxParallelism = 1024;
+  // A TTL (and a clock step) fits in int64 ms with room to add them without overflow.
+  static constexpr std::uint64_t kMaxTtl = std::uint64_t{1} << 62;
+
+  // One of two words; true for the second.
+  bool choice(const std::string& what, const char* first, const char* second) {
+    const Token v = want_word(what);
+    if (v.text != first && v.text != second) fail(v, what);
+    return v.text == second;
+  }
 
   // FIRST-LAST (the tokenizer reads "-LAST" as a negative number).
   GroupRange group_range(const std::string& what) {
@@ -378,6 +428,15 @@ class Parser {
     const Token t = peek();
     const auto v = number<std::uint32_t>(what);
     if (v == 0 || v > max) fail(t, what + " in [1, " + std::to_string(max) + "]", t.text);
+    return v;
+  }
+
+  std::uint64_t bounded(const std::string& what, std::uint64_t min, std::uint64_t max) {
+    const Token t = peek();
+    const auto v = number<std::uint64_t>(what + " (a number)");
+    if (v < min || v > max) {
+      fail(t, what + " in [" + std::to_string(min) + ", " + std::to_string(max) + "]", t.text);
+    }
     return v;
   }
 
@@ -525,9 +584,14 @@ class Parser {
     want_punct(":");
     const bool writer = task.text == "writer";
     const bool releaser = task.text == "releaser";
-    if (!writer && !releaser && !snapshots_.count(task.text)) {
-      fail(task,
-           "a task: writer, releaser, or a snapshot started above (" + known_snapshots() + ")");
+    const bool clock = task.text == "clock" && scenario_.config.ttl_ms != 0;
+    if (task.text == "clock" && !clock) {
+      fail(task, "a task: writer, releaser or a snapshot (a clock task needs config ttl=MS)");
+    }
+    if (!writer && !releaser && !clock && !snapshots_.count(task.text)) {
+      fail(task, std::string("a task: writer, releaser, ") +
+                     (scenario_.config.ttl_ms != 0 ? "clock, " : "") +
+                     "or a snapshot started above (" + known_snapshots() + ")");
     }
     if (seen_statement_ == nullptr) seen_statement_ = "a step";
     for (;;) {
@@ -545,8 +609,8 @@ class Parser {
         const ActionKind k = s.action.kind;
         if (k == ActionKind::snapshot || k == ActionKind::cancel || k == ActionKind::keep ||
             k == ActionKind::release || k == ActionKind::checkpoint || k == ActionKind::restore ||
-            k == ActionKind::fail) {
-          fail(p, "end of line (a " + std::string(action_name(k)) + " has no yield point)",
+            k == ActionKind::fail || k == ActionKind::advance) {
+          fail(p, "end of line (`" + std::string(action_name(k)) + "` has no yield point)",
                "'pause'");
         }
         want_keyword("at");
@@ -596,7 +660,11 @@ class Parser {
       }
       return;
     }
-    if (writer && scenario_.config.backend) {
+    if (s.task == "clock" && !writer && !releaser && !snapshots_.count(s.task)) {
+      if (v != "advance") fail(verb, "a clock action (advance MS)");
+      a.kind = ActionKind::advance;
+      a.x = static_cast<std::int64_t>(bounded("a time in ms", 0, kMaxTtl));
+    } else if (writer && scenario_.config.backend) {
       backend_writer_action(verb, a);
     } else if (writer) {
       writer_action(verb, a);
@@ -686,11 +754,27 @@ class Parser {
         {"aggregating", ActionKind::aggregating_state},
         {"checkpoint", ActionKind::checkpoint},
         {"restore", ActionKind::restore}};
+    const bool ttl = scenario_.config.ttl_ms != 0;
     auto it = kWriter.find(verb.text);
+    if (ttl && verb.text == "cleanup") {
+      a.kind = ActionKind::cleanup;
+      assignment("s");
+      const Token t = peek();
+      a.state = state_name(nullptr);
+      if (!is_ttl_state(a.state)) fail(t, "a state with TTL (count, events or attrs)");
+      assignment("n");
+      if (peek().kind == Tok::word && peek().text == "all") {
+        next();
+        a.budget = 0;  // every entry, then nothing expired may remain
+      } else {
+        a.budget = positive("a number of entries to visit or 'all'", kAllocatedMax);
+      }
+      return;
+    }
     if (it == kWriter.end()) {
-      fail(verb,
-           "a writer action of the backend workload (value, list, map, reducing, aggregating, "
-           "checkpoint, restore or continue)");
+      fail(verb, std::string("a writer action of the backend workload (value, list, map, "
+                             "reducing, aggregating, checkpoint, restore, ") +
+                     (ttl ? "cleanup, " : "") + "or continue)");
     }
     a.kind = it->second;
     if (a.kind == ActionKind::checkpoint) {
@@ -780,7 +864,8 @@ class Parser {
 
   // A name for a new serializer task (snapshot or checkpoint).
   void new_task_name(const Token& name, const std::string& what, const std::string& fresh) {
-    if (name.text == "writer" || name.text == "releaser" || name.text == "live" ||
+    if (name.text == "writer" || name.text == "releaser" || name.text == "clock" ||
+        name.text == "live" ||
         name.text == "config" || name.text == "expect" || name.text == "kills" ||
         name.text == "latest" || name.text == "none") {
       fail(name, what, "the reserved word '" + name.text + "'");

@@ -107,6 +107,14 @@ std::string config_text(const ScenarioConfig& c) {
     add("max_parallelism=" + std::to_string(c.max_parallelism));
   }
   if (c.key_groups != d.key_groups) add("key_groups=" + range_text(c.key_groups));
+  if (c.ttl_ms != d.ttl_ms) add("ttl=" + std::to_string(c.ttl_ms));
+  if (c.ttl_read_refresh != d.ttl_read_refresh) add("ttl_update=read");
+  if (c.ttl_return_expired != d.ttl_return_expired) add("ttl_visibility=expired");
+  if (c.ttl_cleanup != d.ttl_cleanup) {
+    add("ttl_cleanup=" + (c.ttl_cleanup == 0 ? std::string("none") : std::to_string(c.ttl_cleanup)));
+  }
+  if (c.ttl_key_switch != d.ttl_key_switch) add("ttl_key_switch=on");
+  if (c.ttl_full_snapshot != d.ttl_full_snapshot) add("ttl_full_snapshot=on");
   return out.empty() ? "" : "config" + out;
 }
 
@@ -197,6 +205,12 @@ std::string print_action(const StepLine& line) {
       break;
     case ActionKind::fail:
       out += " at write " + std::to_string(a.budget);
+      break;
+    case ActionKind::advance:
+      out += " " + std::to_string(a.x);
+      break;
+    case ActionKind::cleanup:
+      out += " s=" + a.state + " n=" + (a.budget == 0 ? std::string("all") : std::to_string(a.budget));
       break;
   }
   if (!line.pause.empty()) out += " pause at " + line.pause;

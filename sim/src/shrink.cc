@@ -44,6 +44,14 @@ Scenario to_scenario(const RunConfig& config, const RunResult& recorded) {
     s.config.max_parallelism = static_cast<std::int32_t>(b.max_parallelism);
     s.config.key_groups = {static_cast<std::int32_t>(b.key_group_first),
                            static_cast<std::int32_t>(b.key_group_last)};
+    s.config.ttl_ms = b.ttl_ms;
+    if (b.ttl_ms != 0) {
+      s.config.ttl_read_refresh = b.ttl_update == 1;
+      s.config.ttl_return_expired = b.ttl_visibility == 1;
+      s.config.ttl_cleanup = b.ttl_cleanup;
+      s.config.ttl_key_switch = b.ttl_key_switch == 1;
+      s.config.ttl_full_snapshot = b.ttl_full_snapshot == 1;
+    }
   }
   if (config.scenario != nullptr) {
     const ScenarioConfig& c = config.scenario->config;
@@ -144,7 +152,9 @@ bool well_formed(const Scenario& s) {
       continue;
     }
     const StepLine& l = std::get<StepLine>(item);
-    if (l.task != "writer" && l.task != "releaser" && !started.count(l.task)) return false;
+    if (l.task != "writer" && l.task != "releaser" && l.task != "clock" && !started.count(l.task)) {
+      return false;
+    }
     const ActionKind k = l.action.kind;
     if ((k == ActionKind::cancel || k == ActionKind::keep || k == ActionKind::release ||
          k == ActionKind::restore) &&

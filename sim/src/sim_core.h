@@ -65,7 +65,7 @@ inline void expect(bool ok, std::string check, const std::string& message) {
 
 constexpr std::uint32_t kNoTask = 0xffffffffu;
 
-enum class TaskKind : std::uint8_t { writer, serializer, releaser };
+enum class TaskKind : std::uint8_t { writer, serializer, releaser, clock };
 
 struct Task {
   std::uint32_t id = 0;

@@ -201,6 +201,14 @@ constexpr BackendField kBackendFields[] = {
     {"fault_percent", &BackendWorkloadOptions::fault_percent},
     {"fault_within", &BackendWorkloadOptions::fault_within},
     {"deep_check_every", &BackendWorkloadOptions::deep_check_every}};
+// Written only when ttl_ms != 0, so runs without TTL print as they always did.
+constexpr BackendField kTtlFields[] = {
+    {"ttl_ms", &BackendWorkloadOptions::ttl_ms},
+    {"ttl_update", &BackendWorkloadOptions::ttl_update},
+    {"ttl_visibility", &BackendWorkloadOptions::ttl_visibility},
+    {"ttl_cleanup", &BackendWorkloadOptions::ttl_cleanup},
+    {"ttl_key_switch", &BackendWorkloadOptions::ttl_key_switch},
+    {"ttl_full_snapshot", &BackendWorkloadOptions::ttl_full_snapshot}};
 
 // The field named `key`, or nullptr.
 std::uint32_t* backend_field(BackendWorkloadOptions& o, std::string_view key) {
@@ -209,6 +217,9 @@ std::uint32_t* backend_field(BackendWorkloadOptions& o, std::string_view key) {
     if (key == kWeightNames[i]) return &o.weights[i];
   }
   for (const BackendField& f : kBackendFields) {
+    if (key == f.name) return &(o.*f.member);
+  }
+  for (const BackendField& f : kTtlFields) {
     if (key == f.name) return &(o.*f.member);
   }
   return nullptr;
@@ -250,6 +261,18 @@ BackendWorkloadOptions BackendWorkloadOptions::swarm(std::uint64_t seed, std::ui
   o.cancel_percent = static_cast<std::uint32_t>(rng.below(30));
   o.fault_percent = static_cast<std::uint32_t>(rng.below(30));
   o.fault_within = static_cast<std::uint32_t>(rng.between(1, 16));
+  // TTL on half of the seeds, from its own stream (the draws above stay as they were).
+  Prng ttl(derive_seed(seed, 0x771));
+  if (ttl.chance(1, 2)) {
+    static constexpr std::uint32_t kTtls[] = {1, 2, 3, 5, 10, 40};
+    o.ttl_ms = kTtls[ttl.below(std::size(kTtls))];
+    o.ttl_update = ttl.chance(1, 2) ? 1 : 0;
+    o.ttl_visibility = ttl.chance(1, 2) ? 1 : 0;
+    static constexpr std::uint32_t kCleanups[] = {0, 1, 2, 5, 16};
+    o.ttl_cleanup = kCleanups[ttl.below(std::size(kCleanups))];
+    o.ttl_key_switch = o.ttl_cleanup != 0 && ttl.chance(1, 3) ? 1 : 0;
+    o.ttl_full_snapshot = ttl.chance(1, 2) ? 1 : 0;
+  }
   return o;
 }
 
@@ -260,6 +283,11 @@ std::string BackendWorkloadOptions::to_string() const {
   }
   for (const BackendField& f : kBackendFields) {
     out += " " + std::string(f.name) + "=" + std::to_string(this->*f.member);
+  }
+  if (ttl_ms != 0) {
+    for (const BackendField& f : kTtlFields) {
+      out += " " + std::string(f.name) + "=" + std::to_string(this->*f.member);
+    }
   }
   return out;
 }
@@ -281,12 +309,14 @@ std::optional<BackendWorkloadOptions> BackendWorkloadOptions::parse(std::string_
       o.live_checkpoints_max == 0 || o.cancel_percent > 100 || o.fault_percent > 100 ||
       o.fault_within == 0 || state_weights == 0 || o.max_parallelism == 0 ||
       o.max_parallelism > 32768 || o.key_group_first > o.key_group_last ||
-      o.key_group_last >= o.max_parallelism) {
+      o.key_group_last >= o.max_parallelism || o.ttl_update > 1 || o.ttl_visibility > 1 ||
+      o.ttl_key_switch > 1 || o.ttl_full_snapshot > 1 ||
+      (o.ttl_key_switch == 1 && o.ttl_cleanup == 0)) {
     *error =
         "options out of range (keys, namespaces, ops_max, capacities, step_entries_max, "
         "live_checkpoints_max, fault_within, max_parallelism and a state weight must be >= 1; "
         "max_capacity <= 2^30; percentages <= 100; key_group_first <= key_group_last < "
-        "max_parallelism <= 32768)";
+        "max_parallelism <= 32768; TTL flags 0 or 1; ttl_key_switch=1 needs ttl_cleanup >= 1)";
     return std::nullopt;
   }
   return o;

@@ -49,7 +49,7 @@ enum class Mutant : std::uint8_t {
   snapshot_not_released_on_failure,  // a failed or cancelled checkpoint keeps its map snapshots
   key_group_wrong_hash,              // key group from the raw key hash, not Flink's murmur mix
   restore_keeps_out_of_range,        // restore keeps the key groups outside its range
-  // State TTL (killed by the [ttl] tests; see kTtlCatalog).
+  // State TTL (fuzzed with the backend workload with a TTL; also killed by the [ttl] tests).
   ttl_boundary_lt,             // TTL expiry `<` instead of `<=`: the boundary instant lives
   ttl_cleanup_in_place,        // TTL cleanup filters a (shared) stored list in place
   ttl_full_snapshot_at_start,  // full-snapshot cleanup judged at the sync phase
@@ -90,18 +90,6 @@ inline constexpr MutantInfo kCatalog[] = {
      "key group computed from the raw key hash instead of the murmur-mixed one"},
     {Mutant::restore_keeps_out_of_range, "restore_keeps_out_of_range",
      "restore keeps key groups outside its range"},
-};
-// Whether a planted bug lives in the keyed backend (fuzzed with the backend workload) rather
-// than in the map.
-constexpr bool is_backend_mutant(Mutant m) noexcept {
-  return m == Mutant::restore_global_state_ids || m == Mutant::snapshot_not_released_on_failure ||
-         m == Mutant::key_group_wrong_hash || m == Mutant::restore_keeps_out_of_range;
-}
-// Planted TTL bugs. Not in kCatalog yet: the simulator has no clock task, so `cowstate
-// mutants` could not kill them; the TTL tests do (cowstate_ttl_mutant_tests --mutant NAME
-// in the mutants build, run by scripts/test). They join kCatalog once the simulator
-// checks TTL.
-inline constexpr MutantInfo kTtlCatalog[] = {
     {Mutant::ttl_boundary_lt, "ttl_boundary_lt",
      "< for <= in the TTL expiry check: the boundary instant is still live"},
     {Mutant::ttl_cleanup_in_place, "ttl_cleanup_in_place",
@@ -113,6 +101,20 @@ inline constexpr MutantInfo kTtlCatalog[] = {
     {Mutant::ttl_empty_list_kept, "ttl_empty_list_kept",
      "TTL cleanup keeps an entry whose list or map has no live element left"},
 };
+// Planted TTL bugs (backend mutants too: fuzzed with the backend workload, whose clock task
+// and TTL model kill them; the [ttl] unit tests kill them as well, scripts/ttl-mutants).
+constexpr bool is_ttl_mutant(Mutant m) noexcept {
+  return m == Mutant::ttl_boundary_lt || m == Mutant::ttl_cleanup_in_place ||
+         m == Mutant::ttl_full_snapshot_at_start || m == Mutant::ttl_read_no_refresh ||
+         m == Mutant::ttl_empty_list_kept;
+}
+// Whether a planted bug lives in the keyed backend (fuzzed with the backend workload) rather
+// than in the map.
+constexpr bool is_backend_mutant(Mutant m) noexcept {
+  return m == Mutant::restore_global_state_ids || m == Mutant::snapshot_not_released_on_failure ||
+         m == Mutant::key_group_wrong_hash || m == Mutant::restore_keeps_out_of_range ||
+         is_ttl_mutant(m);
+}
 }  // namespace cowstate::mutants
 
 // Only the mutants build can switch a planted bug on; elsewhere the catalog is just names

@@ -82,6 +82,11 @@ enum class ActionKind : std::uint8_t {
   restore,     // restore a complete checkpoint into fresh backends and compare
   // backend workload, serializer: arm an I/O error at the N-th file operation from now
   fail,
+  // backend workload with TTL, clock: move logical time forward by N ms (`advance N`)
+  advance,
+  // backend workload with TTL, writer: incremental cleanup of N entries of a state
+  // (`cleanup s=events n=8`)
+  cleanup,
 };
 const char* action_name(ActionKind kind) noexcept;  // as written in files ("continue")
 
@@ -119,14 +124,17 @@ struct BackendStateInfo {
   const char* name;
 };
 const std::vector<BackendStateInfo>& backend_states();
+// The states that get the TTL of `config ttl=MS` (value, list and map: one timestamp per
+// value, per list element, per map value). The reducing and aggregating states never do.
+bool is_ttl_state(const std::string& name);
 
 struct Action {
   ActionKind kind = ActionKind::get;
   EntryKey entry{0, 0};                  // keyed writer operations
   StateValue value;                      // put, put_and_get_old
   Mutation mutation = Mutation::append;  // get_mutable
-  std::int64_t x = 0;                    // get_mutable, transform (append x)
-  std::uint32_t budget = 0;              // visit: buckets; step: entries, 0 = all that are left
+  std::int64_t x = 0;                    // get_mutable, transform (append x); advance: ms
+  std::uint32_t budget = 0;  // visit: buckets; step: entries, 0 = all that are left; cleanup
   std::uint64_t salt = 0;                // visit: which entries the visitor replaces or removes
   std::string snapshot;                  // snapshot, cancel, keep, release; checkpoint, restore
   // backend workload
@@ -191,6 +199,14 @@ struct ScenarioConfig {
   bool backend = false;
   std::int32_t max_parallelism = 8;
   GroupRange key_groups{0, 7};  // the backend's own range
+  // ttl=MS: the count, events and attrs states have a TTL of MS on a logical clock that a
+  // `clock` task advances (0: no TTL). The other settings are its StateTtlConfig.
+  std::uint64_t ttl_ms = 0;
+  bool ttl_read_refresh = false;    // ttl_update=read (OnReadAndWrite); write by default
+  bool ttl_return_expired = false;  // ttl_visibility=expired (ReturnExpiredIfNotCleanedUp)
+  std::uint32_t ttl_cleanup = 5;    // incremental cleanup size; 0 = none (ttl_cleanup=none)
+  bool ttl_key_switch = false;      // ttl_key_switch=on: incremental cleanup on key switches
+  bool ttl_full_snapshot = false;   // ttl_full_snapshot=on: full-snapshot cleanup
   bool operator==(const ScenarioConfig&) const = default;
 };
 

@@ -75,6 +75,15 @@ struct BackendWorkloadOptions {
   std::uint32_t fault_percent = 10;    // chance a serializer arms an I/O error first
   std::uint32_t fault_within = 12;     // ... at one of the next N file operations
   std::uint32_t deep_check_every = 1;  // full compares with the model; 0 = never
+  // State TTL of the count, events and attrs states (ScenarioConfig has the same settings);
+  // ttl_ms 0 = none. With a TTL a clock task advances logical time, often landing exactly
+  // on a stored value's expiry instant, and the writer sometimes drives cleanup by hand.
+  std::uint32_t ttl_ms = 0;
+  std::uint32_t ttl_update = 0;         // 1: OnReadAndWrite
+  std::uint32_t ttl_visibility = 0;     // 1: ReturnExpiredIfNotCleanedUp
+  std::uint32_t ttl_cleanup = 5;        // incremental cleanup size; 0 = none
+  std::uint32_t ttl_key_switch = 0;     // 1: incremental cleanup on every key switch
+  std::uint32_t ttl_full_snapshot = 0;  // 1: full-snapshot cleanup
 
   // A per-seed mix; ops_max and deep_check_every are left as given.
   static BackendWorkloadOptions swarm(std::uint64_t seed, std::uint32_t ops_max,
