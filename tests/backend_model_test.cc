@@ -1,15 +1,17 @@
 // The backend model (model/backend_model.h): Flink's key groups computed again from their
 // definition, states by name with histories by version, checkpoint images, and restore
-// restricted to a key-group span, split and merged.
+// restricted to a key-group span, split and merged; and the TTL rules (model/ttl_model.h).
 #include "cowstate/model/backend_model.h"
 
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "cowstate/key_groups.h"
+#include "cowstate/model/ttl_model.h"
 
 namespace {
 
@@ -115,4 +117,53 @@ TEST_CASE("restore keeps exactly the keys of its span; a split and its merge giv
   CHECK(back.live_checkpoints() == 0);
   CHECK(back.state("count").map_version() == 0);
   CHECK(back.kind("events") == StateKind::list);
+}
+
+TEST_CASE("the TTL model: the boundary instant is expired, the sum saturates",
+          "[model][ttl]") {
+  const cowstate::model::TtlModel rules(5, false, false);
+  CHECK_FALSE(rules.expired_at(0, 4));
+  CHECK(rules.expired_at(0, 5));  // last access + ttl <= now
+  CHECK(rules.expired_at(0, 6));
+  const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  CHECK_FALSE(rules.expired_at(max - 2, max - 1));  // saturates at max, no wrap-around
+  CHECK(rules.expired_at(max - 2, max));
+  const cowstate::model::TtlModel huge(max, false, false);
+  CHECK_FALSE(huge.expired_at(1, max - 1));
+  CHECK(huge.expired_at(1, max));
+}
+
+TEST_CASE("the TTL model: reads keep and refresh what lives, cleanup only drops what expired",
+          "[model][ttl]") {
+  using V = cowstate::model::TtlModel::Value;
+  const cowstate::model::TtlModel rules(10, true, false);
+  const V list = {1, 0, 2, 5, 3, 0};  // elements 1@0, 2@5, 3@0
+  CHECK(rules.live_part(2, list, 10, false) == V{2, 5});
+  CHECK(rules.after_read(2, list, 10) == V{2, 10});  // refreshed on read
+  CHECK(rules.after_read(2, list, 20).empty());       // nothing left: the entry goes
+  // Cleanup at 10 may drop 1@0 and 3@0, in any subset, but not 2@5, and not reorder.
+  CHECK(rules.is_cleanup(2, list, V{2, 5}, 10));
+  CHECK(rules.is_cleanup(2, list, V{1, 0, 2, 5}, 10));
+  CHECK(rules.is_cleanup(2, list, list, 10));
+  CHECK_FALSE(rules.is_cleanup(2, list, V{}, 10));          // 2@5 is live
+  CHECK_FALSE(rules.is_cleanup(2, list, V{2, 5}, 9));       // nothing has expired at 9
+  CHECK_FALSE(rules.is_cleanup(2, list, V{2, 6}, 10));      // a changed timestamp
+  CHECK_FALSE(rules.is_cleanup(2, list, V{3, 0, 2, 5}, 10));  // reordered
+  // A map (stride 3): user key 7 -> 70@0, user key 8 -> 80@5.
+  const V map = {7, 70, 0, 8, 80, 5};
+  CHECK(rules.is_cleanup(3, map, V{8, 80, 5}, 12));
+  CHECK_FALSE(rules.is_cleanup(3, map, V{7, 70, 0}, 12));
+}
+
+TEST_CASE("the TTL model: a full-snapshot write within [lo, hi] drops what expired by lo and "
+          "keeps what lives at hi",
+          "[model][ttl]") {
+  using V = cowstate::model::TtlModel::Value;
+  const cowstate::model::TtlModel rules(10, false, false);
+  const V list = {1, 0, 2, 3, 3, 8};  // expire at 10, 13, 18
+  CHECK(rules.is_full_snapshot_write(2, list, V{2, 3, 3, 8}, 10, 10));  // exact at 10
+  CHECK_FALSE(rules.is_full_snapshot_write(2, list, list, 10, 10));     // 1@0 expired at 10
+  CHECK(rules.is_full_snapshot_write(2, list, V{2, 3, 3, 8}, 10, 14));  // 2@3: either way
+  CHECK(rules.is_full_snapshot_write(2, list, V{3, 8}, 10, 14));
+  CHECK_FALSE(rules.is_full_snapshot_write(2, list, V{2, 3}, 10, 14));  // 3@8 lives at 14
 }

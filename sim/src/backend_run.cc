@@ -78,6 +78,7 @@
 #include "cowstate/checkpoint_storage.h"
 #include "cowstate/keyed_state_backend.h"
 #include "cowstate/model/backend_model.h"
+#include "cowstate/model/ttl_model.h"
 #include "cowstate/serializers.h"
 #include "cowstate/ttl.h"
 #include "sim_core.h"
@@ -264,6 +265,7 @@ class BackendSimulation final : public SimCore {
                               .min_capacity = opts_.min_capacity,
                               .max_capacity = opts_.max_capacity};
     ttl_ = ttl_for(config);
+    if (ttl_) rules_.emplace(ttl_->ttl(), ttl_->refresh_on_read(), ttl_->return_expired());
   }
 
   ~BackendSimulation() override {
@@ -402,24 +404,15 @@ class BackendSimulation final : public SimCore {
   void start_checkpoint(const std::string& name);
   void scripted_restore(const Action& a);
 
-  // --- TTL ---
+  // --- TTL (the rules are the model's, model/ttl_model.h) ---
   std::int64_t now() const { return clock_.current_timestamp(); }
-  // The model's expiry rule, written out again (L2): last_access + ttl <= at, saturating.
-  bool expired_at(std::int64_t last_access, std::int64_t at) const {
-    const std::int64_t ttl = ttl_->ttl();
-    const std::int64_t max = std::numeric_limits<std::int64_t>::max();
-    return (last_access > max - ttl ? max : last_access + ttl) <= at;
-  }
-  bool expired(std::int64_t last_access) const { return expired_at(last_access, now()); }
-  // Values per element of a TTL state's canonical form (the last one is the time).
+  bool expired(std::int64_t last_access) const { return rules_->expired_at(last_access, now()); }
+  // Numbers per element of a TTL state's canonical form (the last one is the time).
   static std::size_t stride(const std::string& state) { return state == "attrs" ? 3 : 2; }
-  // The elements of `v` not expired at `at`, refreshed to now when `refresh`.
-  Value live_part(const std::string& state, const Value& v, std::int64_t at, bool refresh) const;
-  // Whether `got` is `had` less some elements: each kept one unchanged and keep_ok, each
-  // dropped one drop_ok (by last-access time).
-  template <class Keep, class Drop>
-  static bool is_thinned(const std::string& state, const Value& had, const Value& got,
-                         Keep&& keep_ok, Drop&& drop_ok);
+  Value live_part(const std::string& state, const Value& v, std::int64_t at) const {
+    return rules_->live_part(stride(state), v, at, false);
+  }
+  // `image` less what full-snapshot cleanup leaves out when writing at `at`.
   BackendImage filtered(const BackendImage& image, std::int64_t at) const;
   void ttl_state_operation(const Action& a, SimBackend& sb, const Value* cur,
                            const std::string& what);
@@ -492,6 +485,7 @@ class BackendSimulation final : public SimCore {
   std::uint64_t dirty_steps_ = 0;
   ManualTtlClock clock_;                // logical time; only the clock task moves it
   std::optional<StateTtlConfig> ttl_;  // of count, events and attrs, if the run has one
+  std::optional<model::TtlModel> rules_;  // the model's TTL rules for ttl_
   std::uint32_t generated_ = 0;        // writer operations generated so far
   bool clock_armed_ = false;           // another task stepped since the clock last moved
 };
@@ -621,6 +615,19 @@ Action BackendSimulation::generate(Prng& rng) {
     case StateOp::remove:
     case StateOp::get:
       if (a.kind == ActionKind::map_state) a.x = static_cast<std::int64_t>(rng.below(8));
+      if (a.op == StateOp::get && ttl_ && is_ttl_state(a.state) && rng.chance(1, 2)) {
+        // With a TTL, half the reads go to a stored value (for a map, a stored user key):
+        // expiry, refresh and stale reads show only there.
+        const Image stored = model_.state(a.state).live();
+        if (!stored.empty()) {
+          auto it = stored.begin();
+          std::advance(it, static_cast<std::ptrdiff_t>(rng.below(stored.size())));
+          a.entry = it->first;
+          if (a.kind == ActionKind::map_state) {
+            a.x = it->second[3 * rng.below(it->second.size() / 3)];
+          }
+        }
+      }
       break;
     case StateOp::merge:
       for (std::uint64_t i = 1 + rng.below(2); i > 0; --i) {
@@ -853,45 +860,12 @@ void BackendSimulation::state_operation(const Action& a) {
 // ---------------------------------------------------------------------------------------
 // TTL
 
-Value BackendSimulation::live_part(const std::string& state, const Value& v, std::int64_t at,
-                                   bool refresh) const {
-  const std::size_t s = stride(state);
-  Value out;
-  for (std::size_t i = 0; i + s <= v.size(); i += s) {
-    if (expired_at(v[i + s - 1], at)) continue;
-    out.insert(out.end(), v.begin() + static_cast<std::ptrdiff_t>(i),
-               v.begin() + static_cast<std::ptrdiff_t>(i + s));
-    if (refresh) out.back() = now();
-  }
-  return out;
-}
-
-template <class Keep, class Drop>
-bool BackendSimulation::is_thinned(const std::string& state, const Value& had, const Value& got,
-                                   Keep&& keep_ok, Drop&& drop_ok) {
-  const std::size_t s = stride(state);
-  if (had.size() % s != 0 || got.size() % s != 0) return false;
-  std::size_t j = 0;  // next element of `got`
-  for (std::size_t i = 0; i < had.size(); i += s) {
-    const std::int64_t t = had[i + s - 1];
-    const bool same = j < got.size() && std::equal(had.begin() + static_cast<std::ptrdiff_t>(i),
-                                                   had.begin() + static_cast<std::ptrdiff_t>(i + s),
-                                                   got.begin() + static_cast<std::ptrdiff_t>(j));
-    if (same && keep_ok(t)) {
-      j += s;
-    } else if (!drop_ok(t)) {
-      return false;
-    }
-  }
-  return j == got.size();
-}
-
 BackendImage BackendSimulation::filtered(const BackendImage& image, std::int64_t at) const {
   BackendImage out = image;
   for (auto& [name, entries] : out) {
     if (!is_ttl_state(name)) continue;
     for (auto it = entries.begin(); it != entries.end();) {
-      it->second = live_part(name, it->second, at, false);
+      it->second = live_part(name, it->second, at);
       it = it->second.empty() ? entries.erase(it) : std::next(it);
     }
   }
@@ -907,8 +881,8 @@ void BackendSimulation::ttl_state_operation(const Action& a, SimBackend& sb, con
   const Ns n = a.entry.second;
   Model::Map& m = model_.state(a.state);
   const std::int64_t t = now();
-  const bool refresh = ttl_->refresh_on_read();
-  const bool may_return_expired = ttl_->return_expired();
+  const bool refresh = rules_->refresh_on_read();
+  const bool may_return_expired = rules_->return_expired();
   auto check_read = [&](const std::string& got, const std::vector<std::string>& allowed) {
     std::string list;
     for (const std::string& s : allowed) {
@@ -992,10 +966,10 @@ void BackendSimulation::ttl_state_operation(const Action& a, SimBackend& sb, con
         // Cleanup inside the call either filtered this list (only live elements are left)
         // or did not (all of them are there to be returned).
         const std::string got = model::to_text(sb.events->get());
-        std::vector<std::string> allowed{model::to_text(values(live_part(a.state, v, t, false)))};
+        std::vector<std::string> allowed{model::to_text(values(live_part(a.state, v, t)))};
         if (may_return_expired) allowed.push_back(model::to_text(values(v)));
         check_read(got, allowed);
-        if (cur != nullptr) store(live_part(a.state, v, t, refresh));
+        if (cur != nullptr) store(rules_->after_read(stride(a.state), v, t));
         return;
       }
       case StateOp::merge:
@@ -1090,7 +1064,7 @@ void BackendSimulation::run_cleanup(const Action& a) {
   if (a.budget != 0) return;
   const BackendImage live = contents(*primary_, "the live backend");
   for (const auto& [key, v] : live.at(a.state)) {
-    expect(live_part(a.state, v, now(), false) == v, "L2",
+    expect(live_part(a.state, v, now()) == v, "L2",
            "cleanup over every entry of " + a.state + " at time " + std::to_string(now()) +
                " left expired elements in (" + std::to_string(key.first) + ", " +
                std::to_string(key.second) + "): " + model::to_text(v) + " (ttl " +
@@ -1120,10 +1094,7 @@ void BackendSimulation::reconcile(const std::string& after) {
       const auto it = got.find(key);
       const Value& have = it != got.end() ? it->second : Value{};
       if (it != got.end() && have == v) continue;
-      const bool ok = is_thinned(
-          name, v, have, [](std::int64_t) { return true; },
-          [&](std::int64_t last) { return expired_at(last, t); });
-      expect(ok, "L2",
+      expect(rules_->is_cleanup(stride(name), v, have, t), "L2",
              where(key) + " is " + (it != got.end() ? model::to_text(have) : "gone") +
                  "; the model has " + model::to_text(v) +
                  " and cleanup may remove only elements expired now (ttl " +
@@ -1170,10 +1141,7 @@ void BackendSimulation::settle_full_snapshot(CheckpointRecord& rec,
     for (const auto& [key, v] : image) {
       const auto it = have.find(key);
       const Value& kept = it != have.end() ? it->second : Value{};
-      const bool ok = is_thinned(
-          name, v, kept, [&](std::int64_t last) { return !expired_at(last, lo); },
-          [&](std::int64_t last) { return expired_at(last, hi); });
-      expect(ok, "L5",
+      expect(rules_->is_full_snapshot_write(stride(name), v, kept, lo, hi), "L5",
              who + ": " + name + " (" + std::to_string(key.first) + ", " +
                  std::to_string(key.second) + ") is " +
                  (it != have.end() ? model::to_text(kept) : "left out") + "; its image holds " +
@@ -1183,12 +1151,14 @@ void BackendSimulation::settle_full_snapshot(CheckpointRecord& rec,
   rec.expected = got;
 }
 
-// How far the clock moves: often exactly to a stored value's expiry instant.
+// How far the clock moves: often exactly to a stored value's expiry instant (where `<` and
+// `<=` differ), often by 1 (time passing with values still live, where refresh on read and
+// stale timestamps show), sometimes by the whole TTL.
 std::int64_t BackendSimulation::pick_advance(Prng& rng) const {
   const std::int64_t ttl = ttl_->ttl();
   const std::int64_t t = now();
   const std::uint64_t roll = rng.below(100);
-  if (roll < 50) {
+  if (roll < 40) {
     std::vector<std::int64_t> instants;
     for (const char* name : {"count", "events", "attrs"}) {
       const std::size_t s = stride(name);
@@ -1200,7 +1170,8 @@ std::int64_t BackendSimulation::pick_advance(Prng& rng) const {
     }
     if (!instants.empty()) return instants[rng.below(instants.size())];
   }
-  if (roll < 65) return ttl;
+  if (roll < 50) return ttl;
+  if (roll < 75) return 1;
   return static_cast<std::int64_t>(rng.between(1, static_cast<std::uint64_t>(ttl)));
 }
 

@@ -264,7 +264,7 @@ BackendWorkloadOptions BackendWorkloadOptions::swarm(std::uint64_t seed, std::ui
   // TTL on half of the seeds, from its own stream (the draws above stay as they were).
   Prng ttl(derive_seed(seed, 0x771));
   if (ttl.chance(1, 2)) {
-    static constexpr std::uint32_t kTtls[] = {1, 2, 3, 5, 10, 40};
+    static constexpr std::uint32_t kTtls[] = {1, 3, 5, 10, 40, 100};
     o.ttl_ms = kTtls[ttl.below(std::size(kTtls))];
     o.ttl_update = ttl.chance(1, 2) ? 1 : 0;
     o.ttl_visibility = ttl.chance(1, 2) ? 1 : 0;
