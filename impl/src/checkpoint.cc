@@ -352,7 +352,8 @@ bool CheckpointWriter::step(std::size_t max_entries) {
       if (budget > 0) COWSTATE_YIELD("checkpoint_writer.key_group");
     }
   }
-  block_.trim();
+  // block_ keeps its slack between steps (only written() is ever read): trimming it here
+  // would make the next step's room zero-filled again, a memset of every block.
   return finished();
 }
 

@@ -130,6 +130,19 @@ class ByteWriter {
   void ensure(std::size_t n) {
     if (room() < n) resize_to(size() + n);
   }
+  // Direct writing, for a caller that stores a batch of fixed-size records itself rather
+  // than append by append: room for `n` bytes at the write position. The bytes count as
+  // written only once commit(end) moves the write position to `end`.
+  // REQUIRES: no other append before the matching commit().
+  std::byte* begin_direct(std::size_t n) {
+    ensure(n);
+    return cur_;
+  }
+  // REQUIRES: `end` lies in [write position, write position + n] of the last begin_direct(n).
+  void commit(std::byte* end) noexcept {
+    COWSTATE_ASSERT(end >= cur_ && end <= lim_, "REQUIRES", "ByteWriter::commit out of range");
+    cur_ = end;
+  }
   // Drops the slack: afterwards vector().size() == size(). Keeps the capacity.
   void trim() { resize_to(size()); }
 

@@ -454,31 +454,46 @@ class CowStateMapSnapshot {
   class Scan {
    public:
     Scan() = default;
-    explicit Scan(const CowStateMapSnapshot* s) : snap_(s) {
+    explicit Scan(const CowStateMapSnapshot* s)
+        : map_(s->map_), slot_limit_(s->slot_limit_) {
       const std::size_t words = (std::size_t{s->slot_limit_} + 64) / 64;
       pending_.assign(words, 0);
-      for (std::uint32_t head : s->heads_) {
-        if (head != 0) mark(head);
+      // Branch-free: about half the heads are empty (load factor 0.375-0.75), so a test per
+      // head mispredicts about every other head. An empty head marks slot 0, which names
+      // no entry and is cleared below; the bound (I10) is checked once, on the maximum.
+      // The maximum is its own (vectorized) pass, so marking writes only in-bounds words.
+      const std::vector<std::uint32_t>& heads = s->heads_;
+      const std::uint32_t highest =
+          heads.empty() ? 0u : *std::max_element(heads.begin(), heads.end());
+      COWSTATE_ASSERT(highest <= slot_limit_, "I10", "a snapshot reaches a slot born after it");
+      std::uint64_t* const bits = pending_.data();
+      const std::uint32_t* h = heads.data();
+      const std::uint32_t* const end = h + heads.size();
+      auto set = [bits](std::uint32_t head) { bits[head / 64] |= std::uint64_t{1} << (head % 64); };
+      for (; end - h >= 4; h += 4) {
+        set(h[0]);
+        set(h[1]);
+        set(h[2]);
+        set(h[3]);
       }
+      for (; h != end; ++h) set(*h);
+      bits[0] &= ~std::uint64_t{1};
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
       heads_ = pending_;
 #endif
-      pos_ = static_cast<std::uint32_t>(words * 64);
+      word_index_ = static_cast<std::uint32_t>(words);
       advance();
     }
     bool done() const noexcept { return current_ == 0; }
-    EntryRef get() const {
-      const auto& e = snap_->map_->at(current_);
-      return EntryRef{e.key, e.ns, Map::state_ref(e)};
-    }
+    EntryRef get() const { return EntryRef{entry_->key, entry_->ns, Map::state_ref(*entry_)}; }
     // The current entry is the last of its chain.
-    bool at_chain_end() const { return snap_->map_->at(current_).next == 0; }
+    bool at_chain_end() const { return entry_->next == 0; }
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
     // The current entry is its bucket's head (mutant builds only).
     bool at_chain_head() const { return (heads_[current_ / 64] >> (current_ % 64)) & 1u; }
 #endif
     void next() {
-      const std::uint32_t n = snap_->map_->at(current_).next;
+      const std::uint32_t n = entry_->next;
       if (n != 0) {
         mark(n);
         if (n > current_) rescan_ = true;
@@ -487,45 +502,65 @@ class CowStateMapSnapshot {
     }
 
    private:
+    using Entry = typename Map::Entry;
     // How far below the scan position to prefetch. After first writes under a snapshot
     // about half the slots of a region are free, so 192 slots are ~100 entries ahead:
     // enough to cover a memory latency at ~20 ns per entry (16 covered only ~8 entries).
     static constexpr std::uint32_t kPrefetchSlots = 192;
+    // A successor to visit: in this pass when it lies below the current slot, else in
+    // the next pass.
     void mark(std::uint32_t slot) {
-      COWSTATE_ASSERT(slot <= snap_->slot_limit_, "I10", "a snapshot reaches a slot born after it");
-      pending_[slot / 64] |= std::uint64_t{1} << (slot % 64);
+      COWSTATE_ASSERT(slot <= slot_limit_, "I10", "a snapshot reaches a slot born after it");
+      const std::uint64_t bit = std::uint64_t{1} << (slot % 64);
+      if (slot / 64 == word_index_ && slot < current_) {
+        word_ |= bit;
+      } else {
+        pending_[slot / 64] |= bit;
+        if (slot > current_) rescan_ = true;
+      }
     }
-    // Moves to the highest pending slot below pos_, starting a new pass if one is owed.
+    // Moves to the highest slot still to visit in this pass (the top of word_, else of the
+    // next lower non-empty word), starting a new pass if one is owed.
     void advance() {
       for (;;) {
-        while (pos_ > 0) {
-          const std::uint32_t w = (pos_ - 1) / 64;
-          const std::uint32_t bit = (pos_ - 1) % 64;
-          const std::uint64_t below = pending_[w] & (~std::uint64_t{0} >> (63 - bit));
-          if (below != 0) {
-            const std::uint32_t top = 63u - static_cast<std::uint32_t>(__builtin_clzll(below));
-            current_ = w * 64 + top;
-            pending_[w] &= ~(std::uint64_t{1} << top);
-            pos_ = current_;
-            __builtin_prefetch(
-                &snap_->map_->at(current_ > kPrefetchSlots ? current_ - kPrefetchSlots : current_));
-            return;
-          }
-          pos_ = w * 64;
+        if (word_ != 0) {
+          const std::uint32_t top = 63u - static_cast<std::uint32_t>(__builtin_clzll(word_));
+          word_ &= ~(std::uint64_t{1} << top);
+          current_ = word_index_ * 64 + top;
+          // The entry's address is computed once per entry (get() and next() reuse it).
+          // The prefetch address is kPrefetchSlots entries below it in memory: in the
+          // same pool chunk that is the slot kPrefetchSlots below; near a chunk's start
+          // it is some other address, which a prefetch may name harmlessly (no fault,
+          // no access), so it is computed as an integer rather than a pointer.
+          entry_ = &map_->at(current_);
+          __builtin_prefetch(reinterpret_cast<const void*>(
+              reinterpret_cast<std::uintptr_t>(entry_) - kPrefetchSlots * sizeof(Entry)));
+          return;
         }
-        if (!rescan_) break;
-        rescan_ = false;
-        pos_ = static_cast<std::uint32_t>(pending_.size() * 64);
+        if (word_index_ == 0) {
+          if (!rescan_) break;
+          rescan_ = false;
+          word_index_ = static_cast<std::uint32_t>(pending_.size());
+          current_ = word_index_ * 64;  // above every slot: marks go to pending_
+        }
+        --word_index_;
+        word_ = std::exchange(pending_[word_index_], 0);
       }
       current_ = 0;
+      entry_ = nullptr;
     }
-    const CowStateMapSnapshot* snap_ = nullptr;
+    const Map* map_ = nullptr;
+    std::uint32_t slot_limit_ = 0;  // the snapshot's: pool slots [1, slot_limit_] may be visited
     std::vector<std::uint64_t> pending_;
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
     std::vector<std::uint64_t> heads_;
 #endif
-    std::uint32_t pos_ = 0;  // slots below pos_ are still to scan in this pass
+    // The pass is in word word_index_ of the bitmap; word_ holds that word's slots still to
+    // visit in this pass (below current_), pending_[word_index_] those for the next pass.
+    std::uint32_t word_index_ = 0;
+    std::uint64_t word_ = 0;
     std::uint32_t current_ = 0;
+    const Entry* entry_ = nullptr;  // &map_->at(current_), or null when done
     bool rescan_ = false;
   };
 
@@ -1051,16 +1086,20 @@ auto CowStateMap<K, N, S, H>::snapshot() -> Snapshot {
   const std::size_t span = std::size_t{cap} + rehash_index_;
   const std::size_t length =
       COWSTATE_MUTANT(snapshot_array_capacity_only) ? span : std::max(span, std::size_t{size()});
-  std::vector<std::uint32_t> heads(length, 0);
-  if (rehashing()) {
+  std::vector<std::uint32_t> heads;
+  if (!rehashing()) {
+    // Copied straight from the table (no zero-fill first); zeros only past the capacity.
+    heads.reserve(length);
+    heads.assign(primary_.begin(), primary_.end());
+    heads.resize(length, 0);
+  } else {
+    heads.assign(length, 0);
     // Buckets [rehash_index, cap) of the old table, then the new table's two halves that
     // old buckets [0, rehash_index) moved to.
     std::copy(primary_.begin() + rehash_index_, primary_.end(), heads.begin());
     std::copy(rehash_.begin(), rehash_.begin() + rehash_index_,
               heads.begin() + (cap - rehash_index_));
     std::copy(rehash_.begin() + cap, rehash_.begin() + cap + rehash_index_, heads.begin() + cap);
-  } else {
-    std::copy(primary_.begin(), primary_.end(), heads.begin());
   }
   COWSTATE_ASSERT(heads.size() >= size() || COWSTATE_MUTANT(snapshot_array_capacity_only), "I9",
                   "snapshot array shorter than the map");

@@ -11,6 +11,11 @@
 //   static void write(ByteWriter&, const T&);
 //   static Status read(ByteReader&, T&);       never crashes on any input; an error names
 //                                                the offset, what was expected and found
+//   static std::byte* store(std::byte* p, const T&);  optional, fixed-size only: the same
+//                                                fixed_size bytes as write(), at p, without a
+//                                                bounds check; returns p + fixed_size. Lets a
+//                                                writer of fixed-size records fill a buffer
+//                                                it made room in once (ByteWriter::begin_direct).
 //
 // Wire layouts (all integers little-endian, cowstate/bytes.h):
 //   id  name           T                          bytes
@@ -61,6 +66,12 @@ concept Serializer = requires(ByteWriter& w, ByteReader& r, const T& in, T& out)
   { S::read(r, out) } -> std::same_as<Status>;
 };
 
+// S stores values straight into memory (the optional `store` above).
+template <class S, class T>
+concept DirectSerializer = Serializer<S, T> && requires(std::byte* p, const T& in) {
+  { S::store(p, in) } -> std::same_as<std::byte*>;
+};
+
 // Fewest bytes a value of serializer S takes: S::min_size if declared, else S::fixed_size.
 template <class S>
 constexpr std::size_t serializer_min_size() noexcept {
@@ -78,6 +89,10 @@ struct Int64Serializer {
   static constexpr std::size_t fixed_size = 8;
   static constexpr std::size_t min_size = 8;
   static void write(ByteWriter& w, const std::int64_t& v) { w.put_i64(v); }
+  static std::byte* store(std::byte* p, const std::int64_t& v) noexcept {
+    detail::store_le(p, static_cast<std::uint64_t>(v));
+    return p + fixed_size;
+  }
   static Status read(ByteReader& r, std::int64_t& v) { return r.read_i64(v, name); }
 };
 
@@ -88,6 +103,10 @@ struct UInt64Serializer {
   static constexpr std::size_t fixed_size = 8;
   static constexpr std::size_t min_size = 8;
   static void write(ByteWriter& w, const std::uint64_t& v) { w.put_u64(v); }
+  static std::byte* store(std::byte* p, const std::uint64_t& v) noexcept {
+    detail::store_le(p, v);
+    return p + fixed_size;
+  }
   static Status read(ByteReader& r, std::uint64_t& v) { return r.read_u64(v, name); }
 };
 
@@ -98,6 +117,10 @@ struct Int32Serializer {
   static constexpr std::size_t fixed_size = 4;
   static constexpr std::size_t min_size = 4;
   static void write(ByteWriter& w, const std::int32_t& v) { w.put_i32(v); }
+  static std::byte* store(std::byte* p, const std::int32_t& v) noexcept {
+    detail::store_le(p, static_cast<std::uint32_t>(v));
+    return p + fixed_size;
+  }
   static Status read(ByteReader& r, std::int32_t& v) { return r.read_i32(v, name); }
 };
 
@@ -184,6 +207,7 @@ struct VoidNamespaceSerializer {
   static constexpr std::size_t fixed_size = 0;  // 0 bytes, but always 0: see min_size
   static constexpr std::size_t min_size = 0;
   static void write(ByteWriter&, const VoidNamespace&) {}
+  static std::byte* store(std::byte* p, const VoidNamespace&) noexcept { return p; }
   static Status read(ByteReader&, VoidNamespace&) { return Status(); }
 };
 

@@ -17,11 +17,13 @@
 // Entries appear in the snapshot's iteration order (bucket by bucket, chain order); the
 // order carries no meaning and a reader must not depend on it.
 //
-// Writing. The writer walks the snapshot's Cursor. step(k) appends at most k entries and,
-// in the step that reaches the end, the trailer; the checksum is fed step by step, so no
-// step costs more than its entries. When all three serializers are fixed-width the buffer
-// is reserved once for the whole file and each step grows it once, so an entry costs three
-// unchecked little-endian stores.
+// Writing. The writer walks the snapshot's Scan (pool-slot order). step(k) appends at most
+// k entries and, in the step that reaches the end, the trailer; the checksum is fed step by
+// step, so no step costs more than its entries. When all three serializers are fixed-width
+// the buffer is reserved once for the whole file. When they also store directly
+// (DirectSerializer), a step writes chunks of 1024 entries: one bounds check per chunk, an
+// entry costs three little-endian stores, and each chunk is hashed right after it is
+// written, while it is still in cache.
 //
 // Reading. read_map_snapshot checks, in order and before building anything: magic, format
 // version, serializer ids (a file of other types is foreign), presence of the trailer, the
@@ -105,6 +107,11 @@ class MapSnapshotWriter {
       (KS::fixed_size > 0 && NS::fixed_size > 0 && SS::fixed_size > 0)
           ? KS::fixed_size + NS::fixed_size + SS::fixed_size
           : 0;
+  // Entries are stored straight into the buffer (every serializer has `store`).
+  static constexpr bool kDirect = kFixedEntrySize > 0 && DirectSerializer<KS, K> &&
+                                  DirectSerializer<NS, N> && DirectSerializer<SS, S>;
+  // Entries per directly stored chunk: 1024 x 20 bytes stays well inside L1/L2 until hashed.
+  static constexpr std::size_t kChunkEntries = 1024;
 
   // Writes the header.
   // REQUIRES: `snapshot` is valid and stays live (not released, not destroyed) until the
@@ -199,18 +206,13 @@ template <class F>
 bool MapSnapshotWriter<Map, KS, NS, SS>::step(std::size_t max_entries, F&& on_entry) {
   if (done_) return true;
   COWSTATE_ASSERT(snapshot_->valid(), "I10", "snapshot released while its writer is writing");
-  const std::size_t left = snapshot_->size() - std::min(visited_, snapshot_->size());
-  const std::size_t budget = std::min(max_entries, left);
-  if constexpr (kFixedEntrySize > 0) {
-    // One growth for the whole step; every append below is then an unchecked store.
-    out_.ensure(budget * kFixedEntrySize + (budget == left ? kMapSnapshotTrailerSize : 0));
-  }
   // A local (moved) scan: stores through std::byte* may alias any member, a local whose
   // address never escapes cannot be aliased, so its position stays in registers.
   typename Snapshot::Scan c = std::move(scan_);
   std::size_t visited = 0;
   std::size_t written = 0;
-  for (; visited < max_entries && !c.done(); ++visited) {
+  // One entry: appended by `put` unless a planted bug drops it.
+  auto visit = [&](auto&& put) {
     const auto e = c.get();
     bool drop = false;
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
@@ -218,15 +220,51 @@ bool MapSnapshotWriter<Map, KS, NS, SS>::step(std::size_t max_entries, F&& on_en
     drop = COWSTATE_MUTANT(writer_drops_chain_tail) && c.at_chain_end() && !c.at_chain_head();
 #endif
     if (!drop) {
-      KS::write(out_, e.key);
-      NS::write(out_, e.ns);
-      SS::write(out_, e.state);
+      put(e);
       ++written;
       on_entry(e.key, e.ns, e.state);
     }
     c.next();
     // In simulator builds the writer may run here, between two entries of one step.
     if (visited + 1 < max_entries && !c.done()) COWSTATE_YIELD("snapshot_writer.entry");
+  };
+  if constexpr (kDirect) {
+    // Chunks of fixed-size records stored straight into the buffer (one bounds check per
+    // chunk) and hashed while they are still in the L1/L2 cache.
+    // Room only for the entries the snapshot still holds: the buffer was reserved for
+    // exactly the file, and a whole chunk more at the end would reallocate (and copy) it.
+    // At least one entry, so a scan that ran past size() still ends (and S2 fires).
+    const std::size_t left = snapshot_->size() - std::min(visited_, snapshot_->size());
+    while (visited < max_entries && !c.done()) {
+      const std::size_t chunk =
+          std::max<std::size_t>(1, std::min({kChunkEntries, max_entries - visited, left - std::min(left, visited)}));
+      const std::size_t stop = visited + chunk;
+      std::byte* p = out_.begin_direct((stop - visited) * kFixedEntrySize);
+      for (; visited < stop && !c.done(); ++visited) {
+        visit([&p](const auto& e) {
+          p = KS::store(p, e.key);
+          p = NS::store(p, e.ns);
+          p = SS::store(p, e.state);
+        });
+      }
+      out_.commit(p);
+      checksum_.update(out_.written().subspan(hashed_));
+      hashed_ = out_.size();
+    }
+  } else {
+    if constexpr (kFixedEntrySize > 0) {
+      // One growth for the whole step; every append below is then an unchecked store.
+      const std::size_t left = snapshot_->size() - std::min(visited_, snapshot_->size());
+      const std::size_t budget = std::min(max_entries, left);
+      out_.ensure(budget * kFixedEntrySize + (budget == left ? kMapSnapshotTrailerSize : 0));
+    }
+    for (; visited < max_entries && !c.done(); ++visited) {
+      visit([this](const auto& e) {
+        KS::write(out_, e.key);
+        NS::write(out_, e.ns);
+        SS::write(out_, e.state);
+      });
+    }
   }
   const bool finished = c.done();
   scan_ = std::move(c);

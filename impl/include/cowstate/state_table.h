@@ -268,6 +268,9 @@ class StateTable final : public StateTableBase {
   static constexpr bool kFixed = kKeyWidth != std::numeric_limits<std::size_t>::max() &&
                                  kNsWidth != std::numeric_limits<std::size_t>::max() &&
                                  kStateWidth != std::numeric_limits<std::size_t>::max();
+  // Every serializer stores directly (DirectSerializer): entries skip ByteWriter's appends.
+  static constexpr bool kDirect = kFixed && DirectSerializer<KS, K> && DirectSerializer<NS, N> &&
+                                  DirectSerializer<SS, S>;
   class Snapshot;
 
   // Whether snapshots of this table leave out expired entries and elements.
@@ -339,15 +342,33 @@ class StateTable<KS, NS, SS, KH>::Snapshot final : public KeyGroupStateSnapshot 
         return finish_step(n);
       }
     }
-    if constexpr (kFixed) out.ensure(budget * (kKeyWidth + kNsWidth + kStateWidth));
-    for (; n < budget && !scan_.done(); ++n) {
-      const auto e = scan_.get();
-      KS::write(out, e.key);
-      NS::write(out, e.ns);
-      SS::write(out, e.state);
-      scan_.next();
-      // In simulator builds the map's writer may run here, between two entries.
-      if (n + 1 < budget && !scan_.done()) COWSTATE_YIELD("checkpoint_writer.entry");
+    if constexpr (kDirect) {
+      // Fixed-size records stored straight into room made once: no bounds check per value.
+      // The scan is a local while it runs: stores through std::byte* could alias a member.
+      typename Map::Snapshot::Scan scan = std::move(scan_);
+      std::byte* p = out.begin_direct(budget * (kKeyWidth + kNsWidth + kStateWidth));
+      for (; n < budget && !scan.done(); ++n) {
+        const auto e = scan.get();
+        p = KS::store(p, e.key);
+        p = NS::store(p, e.ns);
+        p = SS::store(p, e.state);
+        scan.next();
+        // In simulator builds the map's writer may run here, between two entries.
+        if (n + 1 < budget && !scan.done()) COWSTATE_YIELD("checkpoint_writer.entry");
+      }
+      out.commit(p);
+      scan_ = std::move(scan);
+    } else {
+      if constexpr (kFixed) out.ensure(budget * (kKeyWidth + kNsWidth + kStateWidth));
+      for (; n < budget && !scan_.done(); ++n) {
+        const auto e = scan_.get();
+        KS::write(out, e.key);
+        NS::write(out, e.ns);
+        SS::write(out, e.state);
+        scan_.next();
+        // In simulator builds the map's writer may run here, between two entries.
+        if (n + 1 < budget && !scan_.done()) COWSTATE_YIELD("checkpoint_writer.entry");
+      }
     }
     emitted_ += n;
     return finish_step(n);
