@@ -454,8 +454,7 @@ class CowStateMapSnapshot {
   class Scan {
    public:
     Scan() = default;
-    explicit Scan(const CowStateMapSnapshot* s)
-        : map_(s->map_), slot_limit_(s->slot_limit_) {
+    explicit Scan(const CowStateMapSnapshot* s) : map_(s->map_), slot_limit_(s->slot_limit_) {
       const std::size_t words = (std::size_t{s->slot_limit_} + 64) / 64;
       pending_.assign(words, 0);
       // Branch-free: about half the heads are empty (load factor 0.375-0.75), so a test per

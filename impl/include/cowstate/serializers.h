@@ -72,6 +72,11 @@ concept DirectSerializer = Serializer<S, T> && requires(std::byte* p, const T& i
   { S::store(p, in) } -> std::same_as<std::byte*>;
 };
 
+// A record's key, namespace and state serializers all store directly.
+template <class KS, class K, class NS, class N, class SS, class S>
+concept DirectRecord =
+    DirectSerializer<KS, K> && DirectSerializer<NS, N> && DirectSerializer<SS, S>;
+
 // Fewest bytes a value of serializer S takes: S::min_size if declared, else S::fixed_size.
 template <class S>
 constexpr std::size_t serializer_min_size() noexcept {

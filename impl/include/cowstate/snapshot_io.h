@@ -108,8 +108,7 @@ class MapSnapshotWriter {
           ? KS::fixed_size + NS::fixed_size + SS::fixed_size
           : 0;
   // Entries are stored straight into the buffer (every serializer has `store`).
-  static constexpr bool kDirect = kFixedEntrySize > 0 && DirectSerializer<KS, K> &&
-                                  DirectSerializer<NS, N> && DirectSerializer<SS, S>;
+  static constexpr bool kDirect = kFixedEntrySize > 0 && DirectRecord<KS, K, NS, N, SS, S>;
   // Entries per directly stored chunk: 1024 x 20 bytes stays well inside L1/L2 until hashed.
   static constexpr std::size_t kChunkEntries = 1024;
 
@@ -236,8 +235,8 @@ bool MapSnapshotWriter<Map, KS, NS, SS>::step(std::size_t max_entries, F&& on_en
     // At least one entry, so a scan that ran past size() still ends (and S2 fires).
     const std::size_t left = snapshot_->size() - std::min(visited_, snapshot_->size());
     while (visited < max_entries && !c.done()) {
-      const std::size_t chunk =
-          std::max<std::size_t>(1, std::min({kChunkEntries, max_entries - visited, left - std::min(left, visited)}));
+      const std::size_t chunk = std::max<std::size_t>(
+          1, std::min({kChunkEntries, max_entries - visited, left - std::min(left, visited)}));
       const std::size_t stop = visited + chunk;
       std::byte* p = out_.begin_direct((stop - visited) * kFixedEntrySize);
       for (; visited < stop && !c.done(); ++visited) {

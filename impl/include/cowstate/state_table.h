@@ -269,8 +269,7 @@ class StateTable final : public StateTableBase {
                                  kNsWidth != std::numeric_limits<std::size_t>::max() &&
                                  kStateWidth != std::numeric_limits<std::size_t>::max();
   // Every serializer stores directly (DirectSerializer): entries skip ByteWriter's appends.
-  static constexpr bool kDirect = kFixed && DirectSerializer<KS, K> && DirectSerializer<NS, N> &&
-                                  DirectSerializer<SS, S>;
+  static constexpr bool kDirect = kFixed && DirectRecord<KS, K, NS, N, SS, S>;
   class Snapshot;
 
   // Whether snapshots of this table leave out expired entries and elements.
