@@ -1,6 +1,7 @@
 // The scenario parser: one statement per line, errors at file:line:col saying what was
 // expected and what was found. Grammar in docs/scenario-format.md.
 #include <cctype>
+#include <algorithm>
 #include <charconv>
 #include <limits>
 #include <map>
@@ -99,8 +100,14 @@ const std::vector<BackendStateInfo>& backend_states() {
   return states;
 }
 
+const std::vector<std::string>& ttl_states() {
+  static const std::vector<std::string> names = {"count", "events", "attrs"};
+  return names;
+}
+
 bool is_ttl_state(const std::string& name) {
-  return name == "count" || name == "events" || name == "attrs";
+  const auto& names = ttl_states();
+  return std::find(names.begin(), names.end(), name) != names.end();
 }
 
 const std::vector<std::string>& yield_points() {

@@ -125,7 +125,9 @@ struct BackendStateInfo {
 };
 const std::vector<BackendStateInfo>& backend_states();
 // The states that get the TTL of `config ttl=MS` (value, list and map: one timestamp per
-// value, per list element, per map value). The reducing and aggregating states never do.
+// value, per list element, per map value), in registration order. The reducing and
+// aggregating states never do.
+const std::vector<std::string>& ttl_states();
 bool is_ttl_state(const std::string& name);
 
 struct Action {
