@@ -90,7 +90,7 @@ TEST_CASE("overlapping checkpoints see their own versions and release in any ord
   CHECK(m.state("count").highest_required_version() == 0);
 }
 
-TEST_CASE("restore keeps exactly the keys of its span; a split and its merge give the image back",
+TEST_CASE("restore keeps exactly the keys of its span, a split and its merge give the image back",
           "[model][backend]") {
   Model m = two_states();
   for (std::uint64_t k = 0; k < 40; ++k) {
@@ -155,7 +155,7 @@ TEST_CASE("the TTL model: reads keep and refresh what lives, cleanup only drops 
   CHECK_FALSE(rules.is_cleanup(3, map, V{7, 70, 0}, 12));
 }
 
-TEST_CASE("the TTL model: a full-snapshot write within [lo, hi] drops what expired by lo and "
+TEST_CASE("the TTL model: a full-snapshot write between lo and hi drops what expired by lo and "
           "keeps what lives at hi",
           "[model][ttl]") {
   using V = cowstate::model::TtlModel::Value;

@@ -37,7 +37,7 @@ TEST_CASE("a value state returns its default until updated, and again after clea
   CHECK(b.check_invariants());
 }
 
-TEST_CASE("a list state adds, adds all, updates and reads; an empty update clears it",
+TEST_CASE("a list state adds, adds all, updates and reads, an empty update clears it",
           "[backend][list]") {
   Backend b(KeyGroupRange::all(128));
   States s(b);
@@ -59,7 +59,7 @@ TEST_CASE("a list state adds, adds all, updates and reads; an empty update clear
   CHECK(s.list->get().size() == 4);
 }
 
-TEST_CASE("a map state puts, gets, removes and iterates; removing the last key clears it",
+TEST_CASE("a map state puts, gets, removes and iterates, removing the last key clears it",
           "[backend][map]") {
   Backend b(KeyGroupRange::all(128));
   States s(b);

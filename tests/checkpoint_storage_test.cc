@@ -93,7 +93,7 @@ TEST_CASE("storage keeps the last N complete checkpoints", "[storage]") {
 }
 
 TEST_CASE(
-    "open removes temporaries and data files without a manifest; neither is taken for "
+    "open removes temporaries and data files without a manifest, neither is taken for "
     "complete",
     "[storage]") {
   TempDir dir;

@@ -39,7 +39,7 @@ TEST_CASE("the key-group ranges of three instances of 128 are Flink's", "[keygro
 }
 
 TEST_CASE(
-    "for every parallelism the ranges partition [0, max parallelism) and agree with "
+    "for every parallelism the ranges partition 0 .. max parallelism - 1 and agree with "
     "the operator index",
     "[keygroups]") {
   for (std::int32_t max_par : {1, 2, 7, 128, 1000, 32768}) {

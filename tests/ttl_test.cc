@@ -148,7 +148,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "a value read one millisecond before its expiry is there; at the boundary instant it "
+    "a value read one millisecond before its expiry is there, at the boundary instant it "
     "is gone",
     "[ttl]") {
   Fixture f;
@@ -254,7 +254,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "NeverReturnExpired hides an expired value; ReturnExpiredIfNotCleanedUp returns it "
+    "NeverReturnExpired hides an expired value, ReturnExpiredIfNotCleanedUp returns it "
     "once, as the read cleans it up",
     "[ttl]") {
   SECTION("never return expired") {
@@ -292,7 +292,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "list elements expire one by one: a read returns the live ones and stores only them; "
+    "list elements expire one by one: a read returns the live ones and stores only them, "
     "the last one's expiry removes the entry",
     "[ttl]") {
   Fixture f;
@@ -315,7 +315,7 @@ TEST_CASE(
   CHECK(f.list->get() == ints({8, 9}));
 }
 
-TEST_CASE("map values expire per user key; entries() and is_empty() see only live ones", "[ttl]") {
+TEST_CASE("map values expire per user key, entries() and is_empty() see only live ones", "[ttl]") {
   Fixture f;
   f.at(1);
   f.map->put("a", 1);
@@ -626,7 +626,7 @@ TEST_CASE("last-access times survive a checkpoint and a restore into another key
   }
 }
 
-TEST_CASE("a checkpoint records each state's TTL configuration; TTL must match on restore",
+TEST_CASE("a checkpoint records each state's TTL configuration, TTL must match on restore",
           "[ttl]") {
   const Ttl config{.ttl_ms = 12345,
                    .update = Update::on_read_and_write,
