@@ -197,7 +197,7 @@ TEST_CASE("shards together run exactly the unsharded campaign", "[sim][campaign]
     o.shard_count = count;
     std::multiset<std::pair<std::uint64_t, std::uint64_t>> seen;  // (seed, trace hash)
     run_campaign(
-        o,
+        o, nullptr,
         [&](const FinishedRun& r) {
           seen.insert({r.spec.seed, r.result.trace_hash});
         },
@@ -212,6 +212,23 @@ TEST_CASE("shards together run exactly the unsharded campaign", "[sim][campaign]
     merged.insert(part.begin(), part.end());
   }
   CHECK(merged == whole);
+}
+
+TEST_CASE(
+    "a campaign announces each run's case before the run, so a crash hint names the run "
+    "in flight",
+    "[sim][campaign]") {
+  CampaignOptions o;
+  o.seed = 500;
+  o.runs = 4;
+  o.ops = 30;
+  std::vector<std::string> events;
+  run_campaign(
+      o, [&](const CaseSpec& c) { events.push_back("start " + std::to_string(c.seed)); },
+      [&](const FinishedRun& r) { events.push_back("end " + std::to_string(r.spec.seed)); },
+      nullptr);
+  CHECK(events == std::vector<std::string>{"start 500", "end 500", "start 501", "end 501",
+                                           "start 502", "end 502", "start 503", "end 503"});
 }
 
 TEST_CASE("case files round trip and bad ones name the line", "[sim][case]") {
@@ -268,8 +285,8 @@ TEST_CASE("bounded exhaustive exploration covers the space and dedup prunes equi
   ExploreOptions without = with;
   without.dedup = false;
   const ExploreResult full = explore(small_config(), without);
-  INFO("dedup: " << deduped.schedules << " schedules, " << deduped.pruned << " pruned; full: "
-                 << full.schedules);
+  INFO("dedup: " << deduped.schedules << " schedules, " << deduped.pruned
+                 << " pruned; full: " << full.schedules);
   CHECK(deduped.complete);
   CHECK(full.complete);
   CHECK(deduped.failures.empty());

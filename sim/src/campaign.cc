@@ -55,6 +55,7 @@ RunResult run_case(const CaseSpec& spec, bool keep_trace) {
 }
 
 CampaignSummary run_campaign(const CampaignOptions& options,
+                             const std::function<void(const CaseSpec&)>& on_start,
                              const std::function<void(const FinishedRun&)>& on_run,
                              const std::function<void(const CampaignSummary&)>& on_progress) {
   using Clock = std::chrono::steady_clock;
@@ -68,6 +69,7 @@ CampaignSummary run_campaign(const CampaignOptions& options,
     FinishedRun run;
     run.index = index;
     run.spec = case_for_run(options, index);
+    if (on_start) on_start(run.spec);
     run.result = run_case(run.spec);
     run.spec.outcome = outcome_name(run.result.outcome);
     run.spec.check = run.result.check;

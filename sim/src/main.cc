@@ -252,7 +252,6 @@ int cmd_fuzz(const CampaignOptions& options, bool json, const std::string& out_d
   }
   std::string case_file;
   auto on_run = [&](const FinishedRun& run) {
-    set_crash_hint(run.spec);
     if (json) std::cout << run_json(run).dump() << "\n" << std::flush;
     if (run.result.outcome != Outcome::pass && !out_dir.empty() && case_file.empty()) {
       case_file = write_case_file(out_dir, run);
@@ -268,11 +267,10 @@ int cmd_fuzz(const CampaignOptions& options, bool json, const std::string& out_d
   };
   // The first run's options are printed before its first step.
   const CaseSpec first = case_for_run(options, options.shard_index);
-  set_crash_hint(first);
   if (!json)
     std::printf("first run: seed %llu options %s\n", static_cast<unsigned long long>(first.seed),
                 case_options(first).c_str());
-  const CampaignSummary s = run_campaign(options, on_run, on_progress);
+  const CampaignSummary s = run_campaign(options, set_crash_hint, on_run, on_progress);
   if (tty) std::fprintf(stderr, "\n");
   if (!json) {
     std::printf(
@@ -572,8 +570,7 @@ int cmd_mutants(double seconds_per_mutant, std::uint32_t ops, bool json,
     // The backend's planted bugs are fuzzed with the backend workload, the map's with the map's.
     if (mu::is_backend_mutant(info.mutant)) options.workload = WorkloadKind::backend;
     std::optional<FinishedRun> kill;
-    const CampaignSummary s = run_campaign(
-        options, [&](const FinishedRun& run) { set_crash_hint(run.spec); }, nullptr);
+    const CampaignSummary s = run_campaign(options, set_crash_hint, nullptr, nullptr);
     if (s.first_failure) kill = s.first_failure;
     std::size_t shrunk_steps = 0;
     if (kill && shrink_seconds > 0) {

@@ -73,9 +73,11 @@ std::uint32_t case_ops(const CaseSpec& spec);
 std::string case_options(const CaseSpec& spec);
 RunResult run_case(const CaseSpec& spec, bool keep_trace = false);
 
-// Runs a campaign; `on_run` (if set) sees every finished run, `on_progress` is called about
-// twice a second with the running totals.
+// Runs a campaign; `on_start` (if set) sees each run's case before the run starts (a crash
+// handler's hint must name the run in flight, not the last one finished), `on_run` (if set)
+// sees every finished run, `on_progress` is called about twice a second with the running totals.
 CampaignSummary run_campaign(const CampaignOptions& options,
+                             const std::function<void(const CaseSpec&)>& on_start,
                              const std::function<void(const FinishedRun&)>& on_run,
                              const std::function<void(const CampaignSummary&)>& on_progress);
 
