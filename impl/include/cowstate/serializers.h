@@ -49,6 +49,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cowstate/assert.h"
@@ -87,47 +88,49 @@ constexpr std::size_t serializer_min_size() noexcept {
   }
 }
 
-struct Int64Serializer {
-  using value_type = std::int64_t;
-  static constexpr std::uint16_t id = 1;
-  static constexpr const char* name = "int64";
-  static constexpr std::size_t fixed_size = 8;
-  static constexpr std::size_t min_size = 8;
-  static void write(ByteWriter& w, const std::int64_t& v) { w.put_i64(v); }
-  static std::byte* store(std::byte* p, const std::int64_t& v) noexcept {
-    detail::store_le(p, static_cast<std::uint64_t>(v));
-    return p + fixed_size;
-  }
-  static Status read(ByteReader& r, std::int64_t& v) { return r.read_i64(v, name); }
-};
+namespace detail {
+inline constexpr char kInt64Name[] = "int64";
+inline constexpr char kUInt64Name[] = "uint64";
+inline constexpr char kInt32Name[] = "int32";
 
-struct UInt64Serializer {
-  using value_type = std::uint64_t;
-  static constexpr std::uint16_t id = 2;
-  static constexpr const char* name = "uint64";
-  static constexpr std::size_t fixed_size = 8;
-  static constexpr std::size_t min_size = 8;
-  static void write(ByteWriter& w, const std::uint64_t& v) { w.put_u64(v); }
-  static std::byte* store(std::byte* p, const std::uint64_t& v) noexcept {
-    detail::store_le(p, v);
+// A 32- or 64-bit integer as its little-endian bytes (two's complement when signed).
+template <class T, std::uint16_t Id, const char* Name>
+struct FixedIntSerializer {
+  static_assert(std::is_integral_v<T> && (sizeof(T) == 4 || sizeof(T) == 8));
+  using value_type = T;
+  using Bits = std::make_unsigned_t<T>;
+  static constexpr std::uint16_t id = Id;
+  static constexpr const char* name = Name;
+  static constexpr std::size_t fixed_size = sizeof(T);
+  static constexpr std::size_t min_size = sizeof(T);
+  static void write(ByteWriter& w, const T& v) {
+    if constexpr (sizeof(T) == 8) {
+      w.put_u64(static_cast<Bits>(v));
+    } else {
+      w.put_u32(static_cast<Bits>(v));
+    }
+  }
+  static std::byte* store(std::byte* p, const T& v) noexcept {
+    store_le(p, static_cast<Bits>(v));
     return p + fixed_size;
   }
-  static Status read(ByteReader& r, std::uint64_t& v) { return r.read_u64(v, name); }
+  static Status read(ByteReader& r, T& v) {
+    Bits u = 0;
+    Status s;
+    if constexpr (sizeof(T) == 8) {
+      s = r.read_u64(u, name);
+    } else {
+      s = r.read_u32(u, name);
+    }
+    v = static_cast<T>(u);  // two's complement, defined since C++20
+    return s;
+  }
 };
+}  // namespace detail
 
-struct Int32Serializer {
-  using value_type = std::int32_t;
-  static constexpr std::uint16_t id = 3;
-  static constexpr const char* name = "int32";
-  static constexpr std::size_t fixed_size = 4;
-  static constexpr std::size_t min_size = 4;
-  static void write(ByteWriter& w, const std::int32_t& v) { w.put_i32(v); }
-  static std::byte* store(std::byte* p, const std::int32_t& v) noexcept {
-    detail::store_le(p, static_cast<std::uint32_t>(v));
-    return p + fixed_size;
-  }
-  static Status read(ByteReader& r, std::int32_t& v) { return r.read_i32(v, name); }
-};
+using Int64Serializer = detail::FixedIntSerializer<std::int64_t, 1, detail::kInt64Name>;
+using UInt64Serializer = detail::FixedIntSerializer<std::uint64_t, 2, detail::kUInt64Name>;
+using Int32Serializer = detail::FixedIntSerializer<std::int32_t, 3, detail::kInt32Name>;
 
 struct StringSerializer {
   using value_type = std::string;
