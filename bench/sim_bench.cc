@@ -26,7 +26,8 @@ Figure measure(double seconds, std::uint32_t ops, std::uint32_t deep_every) {
   o.time_seconds = seconds;
   o.ops = ops;
   o.deep_check_every = deep_every;
-  const cowstate::sim::CampaignSummary s = cowstate::sim::run_campaign(o, nullptr, nullptr);
+  const cowstate::sim::CampaignSummary s =
+      cowstate::sim::run_campaign(o, nullptr, nullptr, nullptr);
   return Figure{static_cast<double>(s.totals.steps) / s.seconds, s.totals.steps, s.runs,
                 s.totals.deep_checks, s.totals.entries_checked};
 }
