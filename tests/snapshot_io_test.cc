@@ -17,6 +17,7 @@
 #include "cowstate/bytes.h"
 #include "cowstate/checksum.h"
 #include "cowstate/cow_state_map.h"
+#include "cowstate/cow_state_map_access.h"
 #include "cowstate/hooks.h"
 #include "cowstate/serializers.h"
 #include "cowstate/status.h"
@@ -643,6 +644,51 @@ TEST_CASE("removing boxed-state entries between steps does not change the bytes"
     ++i;
   }
   CHECK(w.bytes() == expected);
+  CHECK(m.check_invariants());
+}
+
+// The writer's scan visits the pool slots allocated at the snapshot's start less those free
+// or retired then; this puts both kinds (and a rehash in flight) under two live snapshots.
+TEST_CASE("snapshots taken over free and retired pool slots write exactly their own entries",
+          "[io][cow]") {
+  IntMap m(MapOptions{.initial_capacity = 4, .min_capacity = 4, .max_capacity = 1024});
+  fill_int_map(m, 200);
+  for (std::uint64_t k = 0; k < 200; k += 3) {  // no snapshot yet: freed
+    m.remove(k * 7919, static_cast<std::int32_t>(k % 3) - 1);
+  }
+  auto s1 = m.snapshot();
+  const auto image1 = map_image(m);
+  for (std::uint64_t k = 1; k < 200; k += 4) {  // copies: the originals are retired for s1
+    m.put(k * 7919, static_cast<std::int32_t>(k % 3) - 1, -1);
+  }
+  for (std::uint64_t k = 2; k < 200; k += 5) {  // retired for s1, or freed
+    m.remove(k * 7919, static_cast<std::int32_t>(k % 3) - 1);
+  }
+  for (std::uint64_t k = 0; k < 300; ++k) m.put(5000000 + k, 4, 4);     // reuses free slots
+  for (std::uint64_t k = 0; k < 300; k += 7) m.remove(5000000 + k, 4);  // born after s1: freed
+  REQUIRE(cowstate::CowStateMapAccess::retired_entries(m) > 0);
+  REQUIRE(!cowstate::CowStateMapAccess::free_list(m).empty());
+  auto s2 = m.snapshot();
+  const auto image2 = map_image(m);
+  REQUIRE(image2.size() == s2.size());
+  Writer<IntIo> w2(s2);
+  Image<IntMap> emitted2;
+  std::uint64_t k = 0;
+  while (!w2.step(7, [&](auto key, auto ns, auto s) {
+    CHECK(emitted2.emplace(std::pair(key, ns), s).second);
+  })) {
+    m.put(9000000 + k, 1, 1);
+    m.remove((k % 200) * 7919, static_cast<std::int32_t>((k % 200) % 3) - 1);
+    ++k;
+  }
+  CHECK(emitted2 == image2);
+  Writer<IntIo> w1(s1);
+  Image<IntMap> emitted1;
+  while (!w1.step(5, [&](auto key, auto ns, auto s) {
+    CHECK(emitted1.emplace(std::pair(key, ns), s).second);
+  })) {
+  }
+  CHECK(emitted1 == image1);
   CHECK(m.check_invariants());
 }
 

@@ -206,7 +206,8 @@ class CowStateMap {
   template <class F>
   std::size_t visit_incremental(VisitCursor& cursor, std::size_t max_entries, F&& fn);
 
-  // Starts a snapshot: bumps the map version and copies the bucket heads.
+  // Starts a snapshot: bumps the map version, copies the bucket heads and lists the pool
+  // slots that hold none of its entries (free or retired now).
   Snapshot snapshot();
 
   // Writer-side: frees what released snapshots no longer need; returns what stays retired.
@@ -447,38 +448,35 @@ class CowStateMapSnapshot {
 
   // Visits every frozen entry once in descending pool-slot order rather than bucket order:
   // entries then come from nearby memory, which makes serializing a large snapshot several
-  // times faster than chasing chains across the pool. A bitmap over the slots that existed
-  // at the snapshot's start marks the entries still to visit: it starts with the bucket
-  // heads; visiting an entry marks its successor. A successor above the scan position sets
-  // up one more descending pass. Move-only (it owns the bitmap).
+  // times faster than chasing chains across the pool. The entries are the slots allocated
+  // at the snapshot's start less its vacant ones (see snapshot()), so a bitmap of them is
+  // made from the slot count and the short vacant list: neither the heads nor the chains
+  // are read. Move-only (it owns the bitmap).
   class Scan {
    public:
     Scan() = default;
-    explicit Scan(const CowStateMapSnapshot* s) : map_(s->map_), slot_limit_(s->slot_limit_) {
-      const std::size_t words = (std::size_t{s->slot_limit_} + 64) / 64;
-      pending_.assign(words, 0);
-      // Branch-free: about half the heads are empty (load factor 0.375-0.75), so a test per
-      // head mispredicts about every other head. An empty head marks slot 0, which names
-      // no entry and is cleared below; the bound (I10) is checked once, on the maximum.
-      // The maximum is its own (vectorized) pass, so marking writes only in-bounds words.
-      const std::vector<std::uint32_t>& heads = s->heads_;
-      const std::uint32_t highest =
-          heads.empty() ? 0u : *std::max_element(heads.begin(), heads.end());
-      COWSTATE_ASSERT(highest <= slot_limit_, "I10", "a snapshot reaches a slot born after it");
-      std::uint64_t* const bits = pending_.data();
-      const std::uint32_t* h = heads.data();
-      const std::uint32_t* const end = h + heads.size();
-      auto set = [bits](std::uint32_t head) { bits[head / 64] |= std::uint64_t{1} << (head % 64); };
-      for (; end - h >= 4; h += 4) {
-        set(h[0]);
-        set(h[1]);
-        set(h[2]);
-        set(h[3]);
+    explicit Scan(const CowStateMapSnapshot* s) : map_(s->map_) {
+      const std::uint32_t limit = s->slot_limit_;
+      const std::size_t words = std::size_t{limit} / 64 + 1;
+      // Slots [1, limit]: slot 0 names no entry, bits above `limit` name slots born later.
+      pending_.assign(words, ~std::uint64_t{0});
+      pending_[0] &= ~std::uint64_t{1};
+      if (limit % 64 != 63) pending_[words - 1] &= (std::uint64_t{2} << (limit % 64)) - 1;
+      for (const std::uint32_t slot : s->vacant_) {
+        COWSTATE_ASSERT(slot != 0 && slot <= limit, "I12", "a vacant slot outside the pool");
+        pending_[slot / 64] &= ~(std::uint64_t{1} << (slot % 64));
       }
-      for (; h != end; ++h) set(*h);
-      bits[0] &= ~std::uint64_t{1};
+      // Pairs with the count taken at the start: a slot listed twice (free and retired, or
+      // twice free) would leave an entry of another snapshot in the bitmap.
+      std::size_t entries = 0;
+      for (const std::uint64_t w : pending_) entries += static_cast<std::size_t>(std::popcount(w));
+      COWSTATE_ASSERT(entries == s->size_, "I12",
+                      "the snapshot's slots do not add up to its size (a slot vacant twice)");
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
-      heads_ = pending_;
+      heads_.assign(words, 0);
+      for (const std::uint32_t head : s->heads_) {
+        if (head != 0) heads_[head / 64] |= std::uint64_t{1} << (head % 64);
+      }
 #endif
       word_index_ = static_cast<std::uint32_t>(words);
       advance();
@@ -491,14 +489,7 @@ class CowStateMapSnapshot {
     // The current entry is its bucket's head (mutant builds only).
     bool at_chain_head() const { return (heads_[current_ / 64] >> (current_ % 64)) & 1u; }
 #endif
-    void next() {
-      const std::uint32_t n = entry_->next;
-      if (n != 0) {
-        mark(n);
-        if (n > current_) rescan_ = true;
-      }
-      advance();
-    }
+    void next() { advance(); }
 
    private:
     using Entry = typename Map::Entry;
@@ -506,61 +497,40 @@ class CowStateMapSnapshot {
     // about half the slots of a region are free, so 192 slots are ~100 entries ahead:
     // enough to cover a memory latency at ~20 ns per entry (16 covered only ~8 entries).
     static constexpr std::uint32_t kPrefetchSlots = 192;
-    // A successor to visit: in this pass when it lies below the current slot, else in
-    // the next pass.
-    void mark(std::uint32_t slot) {
-      COWSTATE_ASSERT(slot <= slot_limit_, "I10", "a snapshot reaches a slot born after it");
-      const std::uint64_t bit = std::uint64_t{1} << (slot % 64);
-      if (slot / 64 == word_index_ && slot < current_) {
-        word_ |= bit;
-      } else {
-        pending_[slot / 64] |= bit;
-        if (slot > current_) rescan_ = true;
-      }
-    }
-    // Moves to the highest slot still to visit in this pass (the top of word_, else of the
-    // next lower non-empty word), starting a new pass if one is owed.
+    // Moves to the highest slot still to visit: the top of word_, else of the next lower
+    // non-empty word.
     void advance() {
-      for (;;) {
-        if (word_ != 0) {
-          const std::uint32_t top = 63u - static_cast<std::uint32_t>(__builtin_clzll(word_));
-          word_ &= ~(std::uint64_t{1} << top);
-          current_ = word_index_ * 64 + top;
-          // The entry's address is computed once per entry (get() and next() reuse it).
-          // The prefetch address is kPrefetchSlots entries below it in memory: in the
-          // same pool chunk that is the slot kPrefetchSlots below; near a chunk's start
-          // it is some other address, which a prefetch may name harmlessly (no fault,
-          // no access), so it is computed as an integer rather than a pointer.
-          entry_ = &map_->at(current_);
-          __builtin_prefetch(reinterpret_cast<const void*>(
-              reinterpret_cast<std::uintptr_t>(entry_) - kPrefetchSlots * sizeof(Entry)));
+      while (word_ == 0) {
+        if (word_index_ == 0) {
+          current_ = 0;
+          entry_ = nullptr;
           return;
         }
-        if (word_index_ == 0) {
-          if (!rescan_) break;
-          rescan_ = false;
-          word_index_ = static_cast<std::uint32_t>(pending_.size());
-          current_ = word_index_ * 64;  // above every slot: marks go to pending_
-        }
-        --word_index_;
-        word_ = std::exchange(pending_[word_index_], 0);
+        word_ = pending_[--word_index_];
       }
-      current_ = 0;
-      entry_ = nullptr;
+      const std::uint32_t top = 63u - static_cast<std::uint32_t>(__builtin_clzll(word_));
+      word_ &= ~(std::uint64_t{1} << top);
+      current_ = word_index_ * 64 + top;
+      // The entry's address is computed once per entry (get() and next() reuse it).
+      // The prefetch address is kPrefetchSlots entries below it in memory: in the
+      // same pool chunk that is the slot kPrefetchSlots below; near a chunk's start
+      // it is some other address, which a prefetch may name harmlessly (no fault,
+      // no access), so it is computed as an integer rather than a pointer.
+      entry_ = &map_->at(current_);
+      __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(entry_) -
+                                                       kPrefetchSlots * sizeof(Entry)));
     }
     const Map* map_ = nullptr;
-    std::uint32_t slot_limit_ = 0;  // the snapshot's: pool slots [1, slot_limit_] may be visited
-    std::vector<std::uint64_t> pending_;
+    std::vector<std::uint64_t> pending_;  // bit i: slot i holds an entry of the snapshot
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
     std::vector<std::uint64_t> heads_;
 #endif
-    // The pass is in word word_index_ of the bitmap; word_ holds that word's slots still to
-    // visit in this pass (below current_), pending_[word_index_] those for the next pass.
+    // word_ holds the slots of word word_index_ still to visit (below current_); the
+    // words below word_index_ are all still to visit.
     std::uint32_t word_index_ = 0;
     std::uint64_t word_ = 0;
     std::uint32_t current_ = 0;
     const Entry* entry_ = nullptr;  // &map_->at(current_), or null when done
-    bool rescan_ = false;
   };
 
   CowStateMapSnapshot() = default;
@@ -570,6 +540,7 @@ class CowStateMapSnapshot {
         size_(o.size_),
         slot_limit_(o.slot_limit_),
         heads_(std::move(o.heads_)),
+        vacant_(std::move(o.vacant_)),
         released_(o.released_.load(std::memory_order_relaxed)) {}
   CowStateMapSnapshot& operator=(CowStateMapSnapshot&& o) noexcept {
     if (this != &o) {
@@ -579,6 +550,7 @@ class CowStateMapSnapshot {
       size_ = o.size_;
       slot_limit_ = o.slot_limit_;
       heads_ = std::move(o.heads_);
+      vacant_ = std::move(o.vacant_);
       released_.store(o.released_.load(std::memory_order_relaxed), std::memory_order_relaxed);
     }
     return *this;
@@ -612,18 +584,22 @@ class CowStateMapSnapshot {
   friend class CowStateMap<K, N, S, Hash>;
   friend struct CowStateMapAccess;
   CowStateMapSnapshot(Map* map, std::uint32_t version, std::size_t size, std::uint32_t slot_limit,
-                      std::vector<std::uint32_t> heads)
+                      std::vector<std::uint32_t> heads, std::vector<std::uint32_t> vacant)
       : map_(map),
         version_(version),
         size_(size),
         slot_limit_(slot_limit),
-        heads_(std::move(heads)) {}
+        heads_(std::move(heads)),
+        vacant_(std::move(vacant)) {}
 
   Map* map_ = nullptr;
   std::uint32_t version_ = 0;
   std::size_t size_ = 0;
   std::uint32_t slot_limit_ = 0;      // pool slots [1, slot_limit_] existed at the start
   std::vector<std::uint32_t> heads_;  // copied bucket heads, flattened; length >= size (I9)
+  // Pool slots in [1, slot_limit_] that were free or retired at the start: every other slot
+  // of that range holds one of the snapshot's entries. size_ + vacant_.size() = slot_limit_.
+  std::vector<std::uint32_t> vacant_;
   std::atomic<bool> released_{false};
 };
 
@@ -1102,8 +1078,21 @@ auto CowStateMap<K, N, S, H>::snapshot() -> Snapshot {
   }
   COWSTATE_ASSERT(heads.size() >= size() || COWSTATE_MUTANT(snapshot_array_capacity_only), "I9",
                   "snapshot array shorter than the map");
-  return Snapshot(this, version, size(), static_cast<std::uint32_t>(pool_.slots_allocated()),
-                  std::move(heads));
+  // Every slot allocated so far holds a live entry, a retired one or nothing (I12), and the
+  // live ones are exactly those reachable from the tables, i.e. the snapshot's (I5, I10).
+  // So the snapshot's entries are the allocated slots less these, which the scan visits
+  // without reading the heads back. Usually few: a copy of the free list and the indices
+  // of the retired entries, not a pass over the pool.
+  const std::vector<std::uint32_t>& free = pool_.free_list();
+  std::vector<std::uint32_t> vacant;
+  vacant.reserve(free.size() + retired_entries_.size());
+  vacant.assign(free.begin(), free.end());
+  for (const RetiredEntry& r : retired_entries_) vacant.push_back(r.index);
+  const std::size_t slot_limit = pool_.slots_allocated();
+  COWSTATE_ASSERT(size() + vacant.size() == slot_limit, "I12",
+                  "live + retired + free slots differ from the slots allocated");
+  return Snapshot(this, version, size(), static_cast<std::uint32_t>(slot_limit), std::move(heads),
+                  std::move(vacant));
 }
 
 template <class K, class N, class S, class H>
