@@ -2,6 +2,9 @@
 // read_map_snapshot (round trips, copy-on-write while writing, malformed input).
 #include "cowstate/snapshot_io.h"
 
+#include <xxhash.h>
+
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstddef>
 #include <cstdint>
@@ -131,6 +134,30 @@ TEST_CASE("a Status is ok by default and carries a message when it is an error",
   cowstate::Result<int> failed = Status::error("bad");
   CHECK_FALSE(failed.ok());
   CHECK(failed.status().message() == "bad");
+}
+
+// checksum64 may run libxxhash's run-time dispatched (AVX2/AVX-512) XXH3; it must give
+// exactly the values of the library's plain entry point, for short and long inputs (the
+// vector paths only serve inputs over 240 bytes) and for any split of a stream.
+TEST_CASE("checksum64 and its stream give XXH3-64's values for every length and split",
+          "[io][checksum]") {
+  CHECK(cowstate::checksum64({}) == 0x2d06800538d394c2ULL);  // XXH3-64 of nothing, seed 0
+  Bytes data(300000);
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    data[i] = static_cast<std::byte>((i * 131 + (i >> 9)) & 0xff);
+  }
+  for (const std::size_t n :
+       {std::size_t{1}, std::size_t{3}, std::size_t{16}, std::size_t{129}, std::size_t{240},
+        std::size_t{241}, std::size_t{1024}, std::size_t{125000}, data.size()}) {
+    const auto part = std::span<const std::byte>(data).first(n);
+    const std::uint64_t expected = XXH3_64bits(part.data(), part.size());
+    CHECK(cowstate::checksum64(part) == expected);
+    cowstate::Checksum64Stream stream;
+    for (std::size_t at = 0; at < n; at += 997) {
+      stream.update(part.subspan(at, std::min<std::size_t>(997, n - at)));
+    }
+    CHECK(stream.digest() == expected);
+  }
 }
 
 TEST_CASE("the byte writer stores fixed-width integers little-endian", "[io][bytes]") {

@@ -1,4 +1,5 @@
 // Checksums for cowstate files: XXH3-64 with seed 0 (libxxhash), one-shot and streaming.
+// Where libxxhash has its x86 dispatcher, the AVX2/AVX-512 code runs (src/checksum.cc).
 // The streaming form over any split of the input equals the one-shot form over the whole.
 //
 // Thread safety: checksum64 is pure; a Checksum64Stream is used by one thread at a time.
