@@ -10,6 +10,7 @@
 
 #include "cowstate/cow_state_map.h"
 #include "cowstate/cow_state_map_access.h"
+#include "cowstate/entry_pool.h"
 
 namespace {
 
@@ -49,6 +50,20 @@ CowStateMapAccess::EntryInfo entry(const Map& m, std::uint64_t k, std::int32_t n
 }
 
 }  // namespace
+
+// The snapshot scan relies on it to walk a bitmap word's slots 1..63 by address.
+TEST_CASE("entry pool slots 64w + 1 .. 64w + 63 lie next to each other in memory", "[map][pool]") {
+  struct Slot {
+    std::uint64_t a, b, c;
+  };
+  cowstate::EntryPool<Slot> pool;
+  for (std::uint32_t i = 1; i <= 70000; ++i) REQUIRE(pool.allocate() == i);
+  for (std::uint32_t i = 1; i <= 70000; ++i) {
+    if (i % 64 == 0) continue;
+    const std::uint32_t first = i - i % 64 + 1;
+    CHECK(&pool.at(i) == &pool.at(first) + (i - first));
+  }
+}
 
 TEST_CASE("get, contains and size see what put wrote, per namespace", "[map][ops]") {
   IntMap m(kFour);

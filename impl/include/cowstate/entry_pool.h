@@ -2,8 +2,10 @@
 //
 // Index 0 means "none". Slots live in chunks that never move: chunk k holds 64 << k
 // slots, so a map of n entries wastes at most half a chunk and the chunk directory has a
-// fixed size (26 pointers cover 2^32 - 64 slots). Because chunks never move, a snapshot
-// reader on another thread may dereference any index it can reach while the writer
+// fixed size (26 pointers cover 2^32 - 64 slots). Chunk k starts at slot 64 * (2^k - 1) + 1,
+// so slots 64w + 1 .. 64w + 63 always share a chunk and lie next to each other in memory
+// (kRunSlots; a snapshot scan walks them without a lookup per slot). Because chunks never move, a
+// snapshot reader on another thread may dereference any index it can reach while the writer
 // allocates new chunks; only the writer allocates, constructs and destroys.
 //
 // The pool does not construct objects: allocate() hands out raw, suitably aligned
@@ -29,6 +31,8 @@ class EntryPool {
  public:
   static constexpr unsigned kFirstChunkLog2 = 6;
   static constexpr unsigned kMaxChunks = 32 - kFirstChunkLog2;
+  // Every chunk starts at a slot 64m + 1: slots 64w + r, r in [1, 63], are contiguous.
+  static constexpr std::uint32_t kRunSlots = 1u << kFirstChunkLog2;
 
   EntryPool() = default;
   EntryPool(const EntryPool&) = delete;
