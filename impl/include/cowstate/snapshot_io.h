@@ -14,8 +14,8 @@
 //   E       8     entries actually written (u64); equals n in a good file
 //   E+8     8     XXH3-64 (seed 0) of bytes [0, E+8)
 //
-// Entries appear in the snapshot's iteration order (bucket by bucket, chain order); the
-// order carries no meaning and a reader must not depend on it.
+// Entries appear in the order of the snapshot's Scan (ascending pool slot); the order
+// carries no meaning and a reader must not depend on it.
 //
 // Writing. The writer walks the snapshot's Scan (pool-slot order). step(k) appends at most
 // k entries and, in the step that reaches the end, the trailer; the checksum is fed step by
