@@ -579,8 +579,9 @@ class CowStateMapSnapshot {
       // the pool's lookup for the first of slots 64w + 1 .. 64w + 63 visited, then from
       // that one's address, as they are contiguous in the pool (EntryPool::kRunSlots).
       // Slot 64w may lie in the previous chunk and takes the lookup. (No pool address is
-      // below 64 entries, so run_base_ = 0 means "not known yet".) No software prefetch:
-      // the hardware's follows the ascending entries.
+      // below 64 entries, so run_base_ = 0 means "not known yet".) The entries themselves
+      // need no software prefetch: the hardware's follows them upwards (boxed states are
+      // prefetched by fill_ring).
       if (bit != 0 && run_base_ != 0) [[likely]] {
         entry = reinterpret_cast<const Entry*>(run_base_ + bit * sizeof(Entry));
       } else {
