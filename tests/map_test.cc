@@ -502,19 +502,22 @@ TEST_CASE("the snapshot head array copies the heads and is at least the size", "
   s.release();
 }
 
-// Boxed states are discovered ahead of the visit (the scan's prefetch ring): around the
-// ring's length, with entries removed and copied under a live snapshot, the scan still
-// yields exactly the snapshot's entries, each once, with their frozen states.
+// The scan finds a snapshot's entries from the pool's accounting (allocated slots less the
+// free and retired ones) and walks each bitmap word's run of 63 slots by address. Boxed
+// states, sizes on both sides of a run (EntryPool::kRunSlots), slots freed before the
+// snapshot, and copies, removals and inserts under it: the scan yields exactly the
+// snapshot's entries, each once, with their frozen states.
 TEST_CASE("a scan of boxed states visits each of the snapshot's entries once, at any size",
           "[map][snapshot]") {
-  for (std::uint64_t n : {0u, 1u, 7u, 8u, 9u, 15u, 16u, 17u, 33u, 200u}) {
+  for (std::uint64_t n : {0u, 1u, 62u, 63u, 64u, 65u, 128u, 200u}) {
     StrMap m;
-    for (std::uint64_t k = 0; k < n; ++k) m.put(k, 0, "state " + std::to_string(k));
+    for (std::uint64_t k = 0; k < n + 10; ++k) m.put(k, 0, "state " + std::to_string(k));
+    for (std::uint64_t k = n; k < n + 10; ++k) m.remove(k, 0);  // free slots before it
     auto snap = m.snapshot();
     // Writes under the snapshot: copies, removals and new entries it must not see.
     for (std::uint64_t k = 0; k < n; k += 3) m.put(k, 0, "changed");
     for (std::uint64_t k = 1; k < n; k += 4) m.remove(k, 0);
-    m.put(n + 1000, 0, "new");
+    for (std::uint64_t k = 0; k < 20; ++k) m.put(n + 1000 + k, 0, "new");  // reuses free slots
     std::map<std::uint64_t, std::string> seen;
     for (auto scan = snap.scan(); !scan.done(); scan.next()) {
       const auto e = scan.get();

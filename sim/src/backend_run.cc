@@ -181,15 +181,15 @@ struct SimBackend {
     auto reg = [&](int which) {
       switch (which) {
         case 0:
-          count = &b.value_state<Int32Serializer, Int64Serializer>("count", kCountDefault,
-                                                                    with_ttl);
+          count =
+              &b.value_state<Int32Serializer, Int64Serializer>("count", kCountDefault, with_ttl);
           break;
         case 1:
           events = &b.list_state<Int32Serializer, Int64Serializer>("events", with_ttl);
           break;
         case 2:
-          attrs = &b.map_state<Int32Serializer, Int64Serializer, Int64Serializer>("attrs",
-                                                                                  with_ttl);
+          attrs =
+              &b.map_state<Int32Serializer, Int64Serializer, Int64Serializer>("attrs", with_ttl);
           break;
         case 3:
           sum = &b.reducing_state<Int32Serializer, Int64Serializer>(
@@ -234,8 +234,8 @@ struct SimBackend {
 struct CheckpointRecord {
   std::string name;  // c1, c2, ... (the scenario's name)
   std::uint64_t id = 0;
-  BackendImage image;                         // the model's image at the sync phase
-  BackendImage expected;  // what it restores to: image, less full-snapshot TTL cleanup
+  BackendImage image;                  // the model's image at the sync phase
+  BackendImage expected;               // what it restores to: image, less full-snapshot TTL cleanup
   std::set<std::int64_t> write_times;  // TTL clock readings while its serializer wrote
   std::unique_ptr<BackendSnapshot> snapshot;  // until the writer takes it
   std::unique_ptr<PendingCheckpoint> pending;
@@ -322,7 +322,8 @@ class BackendSimulation final : public SimCore {
       key_switch = o.ttl_key_switch == 1;
     }
     t.incremental_cleanup = std::nullopt;
-    if (cleanup != 0) t.incremental_cleanup = StateTtlConfig::IncrementalCleanup{cleanup, key_switch};
+    if (cleanup != 0)
+      t.incremental_cleanup = StateTtlConfig::IncrementalCleanup{cleanup, key_switch};
     return t;
   }
 
@@ -422,17 +423,23 @@ class BackendSimulation final : public SimCore {
   // in its own range, after checking it against the write times (L5).
   void settle_full_snapshot(CheckpointRecord& rec, const BackendImage& got);
   std::int64_t pick_advance(Prng& rng) const;
-  // Whether some stored element expires exactly now (its boundary instant).
-  bool at_expiry_instant() const {
+  // Calls fn(last_access) for every element stored in the model's TTL states.
+  template <class F>
+  void for_each_last_access(F&& fn) const {
     for (const std::string& name : ttl_states()) {
       const std::size_t s = stride(name);
-      for (const auto& [key, v] : model_.state(name).live()) {
-        for (std::size_t i = s - 1; i < v.size(); i += s) {
-          if (rules_->expired_at(v[i], now()) && !rules_->expired_at(v[i], now() - 1)) return true;
-        }
-      }
+      model_.state(name).for_each([&](const auto&, const auto&, const Value& v) {
+        for (std::size_t i = s - 1; i < v.size(); i += s) fn(v[i]);
+      });
     }
-    return false;
+  }
+  // Whether some stored element expires exactly now (its boundary instant).
+  bool at_expiry_instant() const {
+    bool found = false;
+    for_each_last_access([&](std::int64_t last) {
+      found = found || (expired(last) && !rules_->expired_at(last, now() - 1));
+    });
+    return found;
   }
 
   // --- checkpoints ---
@@ -497,11 +504,11 @@ class BackendSimulation final : public SimCore {
   bool dirty_ = true;
   bool broken_ = false;
   std::uint64_t dirty_steps_ = 0;
-  ManualTtlClock clock_;                // logical time; only the clock task moves it
-  std::optional<StateTtlConfig> ttl_;  // of count, events and attrs, if the run has one
+  ManualTtlClock clock_;                  // logical time; only the clock task moves it
+  std::optional<StateTtlConfig> ttl_;     // of count, events and attrs, if the run has one
   std::optional<model::TtlModel> rules_;  // the model's TTL rules for ttl_
-  std::uint32_t generated_ = 0;        // writer operations generated so far
-  bool clock_armed_ = false;           // another task stepped since the clock last moved
+  std::uint32_t generated_ = 0;           // writer operations generated so far
+  bool clock_armed_ = false;              // another task stepped since the clock last moved
 };
 
 void BackendSimulation::start() {
@@ -512,8 +519,8 @@ void BackendSimulation::start() {
     trace("seed " + std::to_string(config_.seed) + " backend options " + opts_.to_string());
   }
   strategy_.begin_run(config_.seed);
-  primary_ = std::make_unique<SimBackend>(range_, max_parallelism_, map_options_, false, &clock_,
-                                          ttl_);
+  primary_ =
+      std::make_unique<SimBackend>(range_, max_parallelism_, map_options_, false, &clock_, ttl_);
   for (const BackendStateInfo& info : backend_states()) {
     model_.register_state(info.name,
                           static_cast<model::StateKind>(static_cast<int>(info.kind) -
@@ -1163,14 +1170,9 @@ std::int64_t BackendSimulation::pick_advance(Prng& rng) const {
   const std::uint64_t roll = rng.below(100);
   if (roll < 40) {
     std::vector<std::int64_t> instants;
-    for (const std::string& name : ttl_states()) {
-      const std::size_t s = stride(name);
-      for (const auto& [key, v] : model_.state(name).live()) {
-        for (std::size_t i = s - 1; i < v.size(); i += s) {
-          if (!expired(v[i])) instants.push_back(v[i] + ttl - t);
-        }
-      }
-    }
+    for_each_last_access([&](std::int64_t last) {
+      if (!expired(last)) instants.push_back(last + ttl - t);
+    });
     if (!instants.empty()) return instants[rng.below(instants.size())];
   }
   if (roll < 50) return ttl;
@@ -1446,8 +1448,8 @@ std::vector<std::byte> BackendSimulation::checkpoint_in_memory(SimBackend& sb, s
 std::unique_ptr<SimBackend> BackendSimulation::restored(const std::vector<CheckpointInput>& inputs,
                                                         KeyGroupRange range, bool reversed,
                                                         const std::string& who) {
-  auto sb = std::make_unique<SimBackend>(range, max_parallelism_, map_options_, reversed, &clock_,
-                                         ttl_);
+  auto sb =
+      std::make_unique<SimBackend>(range, max_parallelism_, map_options_, reversed, &clock_, ttl_);
   const Status st = sb->backend->restore(inputs);
   expect(st.ok(), "restore", who + ": " + st.message());
   std::string why;
