@@ -82,9 +82,12 @@ std::string replay_command(const CaseSpec& spec, const std::string& case_file) {
   return cmd;
 }
 
+void set_crash_hint_text(const std::string& hint) {
+  std::snprintf(g_crash_hint, sizeof g_crash_hint, "%s\n", hint.c_str());
+}
+
 void set_crash_hint(const CaseSpec& spec) {
-  const std::string hint = "replay: " + replay_command(spec, "") + "\n";
-  std::snprintf(g_crash_hint, sizeof g_crash_hint, "%s", hint.c_str());
+  set_crash_hint_text("replay: " + replay_command(spec, ""));
 }
 
 void print_failure(const FinishedRun& run, const std::string& case_file) {
@@ -570,10 +573,17 @@ int cmd_mutants(double seconds_per_mutant, std::uint32_t ops, bool json,
     // The backend's planted bugs are fuzzed with the backend workload, the map's with the map's.
     if (mu::is_backend_mutant(info.mutant)) options.workload = WorkloadKind::backend;
     std::optional<FinishedRun> kill;
-    const CampaignSummary s = run_campaign(options, set_crash_hint, nullptr, nullptr);
+    // A crash names the mutant and the phase (fuzz, shrink, negative scenario) it came in.
+    const std::string under = std::string("under mutant ") + info.name;
+    auto on_start = [&under](const CaseSpec& spec) {
+      set_crash_hint_text("while fuzzing " + under + "; replay: " + replay_command(spec, ""));
+    };
+    const CampaignSummary s = run_campaign(options, on_start, nullptr, nullptr);
     if (s.first_failure) kill = s.first_failure;
     std::size_t shrunk_steps = 0;
     if (kill && shrink_seconds > 0) {
+      set_crash_hint_text("while shrinking the kill " + under + " (" +
+                          replay_command(kill->spec, "") + ")");
       shrunk_steps = shrink_case(kill->spec, kill->result, out_dir, shrink_seconds,
                                  std::string(info.name) + ".scenario", false)
                          .steps_after;
@@ -584,13 +594,17 @@ int cmd_mutants(double seconds_per_mutant, std::uint32_t ops, bool json,
     auto it = negatives.find(info.name);
     if (it != negatives.end()) {
       hand_steps = it->second.step_count();
-      const RunResult under = run_scenario(it->second);
+      set_crash_hint_text("while replaying the negative scenario for " + under + ": " +
+                          negative_dir + " (kills " + info.name + ")");
+      const RunResult under_mutant = run_scenario(it->second);
       mu::active() = mu::Mutant::none;
+      set_crash_hint_text("while replaying the negative scenario for " + under +
+                          " with no mutant active");
       const RunResult without = run_scenario(it->second);
-      const bool fails = exit_code(under.outcome) == 1;
+      const bool fails = exit_code(under_mutant.outcome) == 1;
       const bool passes = without.outcome == Outcome::pass;
-      negative = fails && passes ? "ok (" + under.check + ")"
-                 : !fails        ? std::string("NOT KILLED: ") + outcome_name(under.outcome)
+      negative = fails && passes ? "ok (" + under_mutant.check + ")"
+                 : !fails        ? std::string("NOT KILLED: ") + outcome_name(under_mutant.outcome)
                                  : "FAILS WITHOUT THE MUTANT: " + without.check;
       ok = ok && fails && passes;
     } else {

@@ -338,6 +338,8 @@ class CowStateMap {
   // Disposes of an unlinked entry: retires what a live snapshot may see, frees the rest.
   void dispose_unlinked(std::uint32_t index, std::uint32_t h);
   void free_entry(std::uint32_t index) noexcept;
+  // Frees a boxed state that no live snapshot may reach.
+  void free_state(S* state);
   // Sets the state of writable entry `e` to `state` (I3 checked by the caller).
   void assign_state(Entry& e, S&& state, std::uint32_t h);
   // Moves or copies the state out of an entry that is about to change.
@@ -378,6 +380,12 @@ class CowStateMap {
   std::uint32_t seen_release_seq_ = 0;
   std::vector<RetiredEntry> retired_entries_;
   std::vector<RetiredState> retired_states_;
+#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
+  // States freed while a planted bug is active: emptied but kept until the map is destroyed,
+  // so that a bug which frees too early shows as a wrong image rather than as a read of
+  // freed memory, whose crash would end the whole kill matrix (free_state).
+  std::vector<S*> quarantined_states_;
+#endif
 
   // Any thread: H in the low half, the release sequence number in the high half.
   std::atomic<std::uint64_t> sync_{0};
@@ -634,14 +642,17 @@ CowStateMap<K, N, S, H>::~CowStateMap() {
     for (std::uint32_t head : *t) {
       for (std::uint32_t i = head; i != 0;) {
         const std::uint32_t n = at(i).next;
-        if constexpr (!kInline) delete at(i).state;
+        if constexpr (!kInline) free_state(at(i).state);
         free_entry(i);
         i = n;
       }
     }
   }
   for (const RetiredEntry& r : retired_entries_) free_entry(r.index);
-  for (const RetiredState& r : retired_states_) delete r.state;
+  for (const RetiredState& r : retired_states_) free_state(r.state);
+#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
+  for (S* state : quarantined_states_) delete state;
+#endif
 }
 
 template <class K, class N, class S, class H>
@@ -683,7 +694,7 @@ void CowStateMap<K, N, S, H>::reclaim() {
     if (visible(r.birth, r.retired_at)) {
       retired_states_[kept++] = r;
     } else {
-      delete r.state;
+      free_state(r.state);
     }
   }
   retired_states_.resize(kept);
@@ -700,6 +711,18 @@ std::size_t CowStateMap<K, N, S, H>::retired_count() {
 template <class K, class N, class S, class H>
 void CowStateMap<K, N, S, H>::free_entry(std::uint32_t index) noexcept {
   pool_.destroy(index);
+}
+
+template <class K, class N, class S, class H>
+void CowStateMap<K, N, S, H>::free_state(S* state) {
+#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
+  if (mutants::active() != mutants::Mutant::none) {
+    if constexpr (std::is_default_constructible_v<S>) *state = S{};
+    quarantined_states_.push_back(state);
+    return;
+  }
+#endif
+  delete state;
 }
 
 template <class K, class N, class S, class H>
@@ -776,7 +799,7 @@ void CowStateMap<K, N, S, H>::dispose_unlinked(std::uint32_t index, std::uint32_
     } else {
       COWSTATE_ASSERT(!must_copy_entry(e.entry_version, h), "I10",
                       "freeing the state of an entry a live snapshot can see");
-      delete e.state;
+      free_state(e.state);
     }
   }
   if (must_copy_entry(e.entry_version, h)) {
