@@ -503,13 +503,14 @@ TEST_CASE("the snapshot head array copies the heads and is at least the size", "
 }
 
 // The scan finds a snapshot's entries from the pool's accounting (allocated slots less the
-// free and retired ones) and walks each bitmap word's run of 63 slots by address. Boxed
-// states, sizes on both sides of a run (EntryPool::kRunSlots), slots freed before the
+// free and retired ones) and walks each bitmap word's run of 63 slots by address; boxed
+// states are discovered 16 entries ahead into a ring and prefetched. Sizes on both sides
+// of the ring's length and its half and of a run (EntryPool::kRunSlots), slots freed before the
 // snapshot, and copies, removals and inserts under it: the scan yields exactly the
 // snapshot's entries, each once, with their frozen states.
 TEST_CASE("a scan of boxed states visits each of the snapshot's entries once, at any size",
           "[map][snapshot]") {
-  for (std::uint64_t n : {0u, 1u, 62u, 63u, 64u, 65u, 128u, 200u}) {
+  for (std::uint64_t n : {0u, 1u, 7u, 8u, 9u, 15u, 16u, 17u, 62u, 63u, 64u, 65u, 128u, 200u}) {
     StrMap m;
     for (std::uint64_t k = 0; k < n + 10; ++k) m.put(k, 0, "state " + std::to_string(k));
     for (std::uint64_t k = n; k < n + 10; ++k) m.remove(k, 0);  // free slots before it

@@ -72,6 +72,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cstddef>
@@ -134,6 +135,18 @@ struct IdentityHash {
 // Specialize to force either layout.
 template <class S>
 inline constexpr bool kInlineState = std::is_trivially_copyable_v<S> && sizeof(S) <= 16;
+
+// Where a boxed state keeps its contents apart from the box itself, or nullptr: what the
+// snapshot scan prefetches for the entries it is about to visit. Overload for other types.
+template <class S>
+const void* state_payload(const S&) noexcept {
+  return nullptr;
+}
+inline const void* state_payload(const std::string& s) noexcept { return s.data(); }
+template <class T, class A>
+const void* state_payload(const std::vector<T, A>& v) noexcept {
+  return v.data();
+}
 
 // What an incremental visitor's callback decides for one entry.
 template <class S>
@@ -355,6 +368,13 @@ class CowStateMap {
     else
       return *e.state;
   }
+  // Where the state lives: in the entry, or its box.
+  static const void* state_box(const Entry& e) noexcept {
+    if constexpr (kInline)
+      return &e.state;
+    else
+      return e.state;
+  }
   static const S& state_ref(const Entry& e) noexcept {
     if constexpr (kInline)
       return e.state;
@@ -488,6 +508,7 @@ class CowStateMapSnapshot {
         if (head != 0) heads_[head / 64] |= std::uint64_t{1} << (head % 64);
       }
 #endif
+      if constexpr (!Map::kInline) fill_ring();
       advance();
     }
     bool done() const noexcept { return current_ == 0; }
@@ -504,13 +525,56 @@ class CowStateMapSnapshot {
     using Entry = typename Map::Entry;
     static_assert(EntryPool<Entry>::kRunSlots == 64,
                   "slots 1..63 of a bitmap word must be one contiguous run of the pool");
-    // Moves to the lowest slot still to visit: the bottom of word_, else of the next
-    // non-empty word.
+    // Boxed states: the scan discovers entries kAhead visits before it hands them out. A
+    // discovered entry's box is prefetched at once, its payload (state_payload) kAhead / 2
+    // visits later, so the two dependent misses of a boxed state (the box, then, say, a
+    // string's buffer) are both in flight before the entry is visited. Only the snapshot's
+    // own entries are read for this: the writer never writes to them while it lives (I3).
+    static constexpr std::uint32_t kAhead = Map::kInline ? 1 : 16;
+    // Moves to the next entry to visit: inline states straight from the bitmap, boxed
+    // states from the ring of discovered entries.
     void advance() {
-      while (word_ == 0) {
-        if (next_word_ == pending_.size()) {
+      if constexpr (Map::kInline) {
+        discover(current_, entry_);
+      } else {
+        if (ring_size_ == 0) {
           current_ = 0;
           entry_ = nullptr;
+          return;
+        }
+        const std::uint32_t at = ring_first_ % kAhead;
+        current_ = ring_slot_[at];
+        entry_ = ring_entry_[at];
+        ++ring_first_;
+        --ring_size_;
+        fill_ring();
+      }
+    }
+    // Discovers entries until kAhead are waiting (or the bitmap is exhausted).
+    void fill_ring() {
+      while (ring_size_ < kAhead) {
+        std::uint32_t slot = 0;
+        const Entry* e = nullptr;
+        discover(slot, e);
+        if (e == nullptr) return;
+        const std::uint32_t at = (ring_first_ + ring_size_) % kAhead;
+        ring_slot_[at] = slot;
+        ring_entry_[at] = e;
+        ++ring_size_;
+        __builtin_prefetch(Map::state_box(*e));
+        if (ring_size_ > kAhead / 2) {
+          const Entry* half = ring_entry_[(ring_first_ + ring_size_ - 1 - kAhead / 2) % kAhead];
+          if (const void* p = state_payload(Map::state_ref(*half))) __builtin_prefetch(p);
+        }
+      }
+    }
+    // The lowest slot still to discover (the bottom of word_, else of the next non-empty
+    // word) and its entry; slot 0 and nullptr when there is none.
+    void discover(std::uint32_t& slot, const Entry*& entry) {
+      while (word_ == 0) {
+        if (next_word_ == pending_.size()) {
+          slot = 0;
+          entry = nullptr;
           return;
         }
         word_ = pending_[next_word_++];
@@ -518,18 +582,19 @@ class CowStateMapSnapshot {
       }
       const std::uint32_t bit = static_cast<std::uint32_t>(__builtin_ctzll(word_));
       word_ &= word_ - 1;
-      current_ = static_cast<std::uint32_t>((next_word_ - 1) * 64) + bit;
+      slot = static_cast<std::uint32_t>((next_word_ - 1) * 64) + bit;
       // The entry's address is computed once per entry (get() and next() reuse it): by
       // the pool's lookup for the first of slots 64w + 1 .. 64w + 63 visited, then from
       // that one's address, as they are contiguous in the pool (EntryPool::kRunSlots).
       // Slot 64w may lie in the previous chunk and takes the lookup. (No pool address is
-      // below 64 entries, so run_base_ = 0 means "not known yet".) No software prefetch:
-      // the hardware's follows the ascending entries.
+      // below 64 entries, so run_base_ = 0 means "not known yet".) The entries themselves
+      // need no software prefetch: the hardware's follows them upwards (boxed states are
+      // prefetched by fill_ring).
       if (bit != 0 && run_base_ != 0) [[likely]] {
-        entry_ = reinterpret_cast<const Entry*>(run_base_ + bit * sizeof(Entry));
+        entry = reinterpret_cast<const Entry*>(run_base_ + bit * sizeof(Entry));
       } else {
-        entry_ = &map_->at(current_);
-        if (bit != 0) run_base_ = reinterpret_cast<std::uintptr_t>(entry_) - bit * sizeof(Entry);
+        entry = &map_->at(slot);
+        if (bit != 0) run_base_ = reinterpret_cast<std::uintptr_t>(entry) - bit * sizeof(Entry);
       }
     }
     const Map* map_ = nullptr;
@@ -544,6 +609,11 @@ class CowStateMapSnapshot {
     std::uintptr_t run_base_ = 0;  // where slot 64w would be if it were in the run's chunk
     std::uint32_t current_ = 0;
     const Entry* entry_ = nullptr;  // &map_->at(current_), or null when done
+    // Boxed states: the discovered entries waiting to be visited, oldest first.
+    std::array<std::uint32_t, kAhead> ring_slot_{};
+    std::array<const Entry*, kAhead> ring_entry_{};
+    std::uint32_t ring_first_ = 0;
+    std::uint32_t ring_size_ = 0;
   };
 
   CowStateMapSnapshot() = default;
