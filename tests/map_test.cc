@@ -1,5 +1,6 @@
 // Unit tests of CowStateMap: each operation and each copy-on-write rule, read through
 // CowStateMapAccess so entry identity, versions and retirement are visible.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <map>
@@ -8,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "cowstate/box_pool.h"
 #include "cowstate/cow_state_map.h"
 #include "cowstate/cow_state_map_access.h"
 #include "cowstate/entry_pool.h"
@@ -62,6 +64,53 @@ TEST_CASE("entry pool slots 64w + 1 .. 64w + 63 lie next to each other in memory
     if (i % 64 == 0) continue;
     const std::uint32_t first = i - i % 64 + 1;
     CHECK(&pool.at(i) == &pool.at(first) + (i - first));
+  }
+}
+
+// Boxed states come from the map's BoxPool: distinct, aligned boxes, handed out in address
+// order within a chunk, a freed box reused first (LIFO), chunks doubling up to a cap.
+TEST_CASE("box pool hands out distinct aligned boxes and reuses freed ones first", "[map][pool]") {
+  using Pool = cowstate::BoxPool<std::string>;
+  Pool pool;
+  CHECK(pool.bytes_reserved() == 0);
+  constexpr std::size_t kBoxes = 300000;  // past the cap: 64 + ... + 65536 = 131008 boxes
+  std::vector<std::string*> boxes;
+  std::size_t misaligned = 0, out_of_order = 0, largest_step = 0;
+  for (std::size_t i = 0; i < kBoxes; ++i) {
+    const std::size_t before = pool.bytes_reserved();
+    std::string* b = pool.allocate();
+    largest_step = std::max(largest_step, pool.bytes_reserved() - before);
+    if (reinterpret_cast<std::uintptr_t>(b) % alignof(std::string) != 0) ++misaligned;
+    // Chunks hold 64 << k boxes (at most kMaxChunkBoxes), so each starts at a multiple of 64.
+    if (i % 64 != 0 && b != boxes.back() + 1) ++out_of_order;
+    boxes.push_back(new (b) std::string(std::to_string(i) + " is long enough for the heap"));
+  }
+  CHECK(misaligned == 0);
+  CHECK(out_of_order == 0);
+  // The largest chunk (plus the chunk list's growth) is the cap, not the doubling's 131072.
+  CHECK(largest_step >= Pool::kMaxChunkBoxes * sizeof(std::string));
+  CHECK(largest_step < Pool::kMaxChunkBoxes * sizeof(std::string) + 4096);
+  std::vector<std::string*> sorted = boxes;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end());
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < kBoxes; ++i) {
+    if (*boxes[i] != std::to_string(i) + " is long enough for the heap") ++wrong;
+  }
+  CHECK(wrong == 0);
+  const std::size_t reserved = pool.bytes_reserved();
+  for (std::size_t i : {7u, 99999u, 3u}) {
+    boxes[i]->~basic_string();
+    pool.deallocate(boxes[i]);
+  }
+  CHECK(pool.allocate() == boxes[3]);
+  CHECK(pool.allocate() == boxes[99999]);
+  CHECK(pool.allocate() == boxes[7]);
+  CHECK(pool.bytes_reserved() == reserved);  // reuse took no new chunk
+  for (std::size_t i : {7u, 99999u, 3u}) new (boxes[i]) std::string("again");
+  for (std::string* b : boxes) {
+    b->~basic_string();
+    pool.deallocate(b);
   }
 }
 

@@ -285,6 +285,16 @@ class ByteReader {
     return Status();
   }
 
+  // The next n bytes, consumed, if that many remain; else nullptr and nothing consumed
+  // (the caller then reads field by field, which names what is missing).
+  const std::byte* take(std::size_t n) noexcept {
+    if (remaining() < n) [[unlikely]]
+      return nullptr;
+    const std::byte* p = data_ + pos_;
+    pos_ += n;
+    return p;
+  }
+
   // "offset <at>: <message>" (the field is not added).
   Status error_at(std::size_t at, const std::string& message) const;
   // A length or count field at `at` that announced more items of `unit_bytes` each than

@@ -8,8 +8,8 @@
 // The table is an array of bucket heads; each bucket is a singly linked chain. An entry
 // holds key, namespace, state, hash, next, entry_version and (for boxed states)
 // state_version. Small trivially copyable states are stored inline in the entry; other
-// states are boxed (heap-allocated, pointed to by the entry) so that copies of an entry
-// share them.
+// states are boxed (in the map's BoxPool, cowstate/box_pool.h, pointed to by the entry) so
+// that copies of an entry share them.
 //
 // Versions
 // --------
@@ -88,6 +88,7 @@
 #include <vector>
 
 #include "cowstate/assert.h"
+#include "cowstate/box_pool.h"
 #include "cowstate/entry_pool.h"
 #include "cowstate/hooks.h"
 
@@ -226,14 +227,14 @@ class CowStateMap {
   // Writer-side: frees what released snapshots no longer need; returns what stays retired.
   std::size_t retired_count();
 
-  // Bytes held by the map: entry slabs, bucket tables, boxed states (sizeof(S) each, not
-  // what they own) and bookkeeping. Writer thread.
+  // Bytes held by the map: entry slabs, bucket tables, the boxed states' chunks (not what
+  // the states own) and bookkeeping. Writer thread.
   std::size_t memory_bytes() const noexcept {
     std::size_t bytes = pool_.bytes_reserved() +
                         (primary_.capacity() + rehash_.capacity()) * sizeof(std::uint32_t) +
                         retired_entries_.capacity() * sizeof(RetiredEntry) +
                         retired_states_.capacity() * sizeof(RetiredState);
-    if constexpr (!kInline) bytes += (size() + retired_states_.size()) * sizeof(S);
+    if constexpr (!kInline) bytes += boxes_.bytes_reserved();
     return bytes;
   }
 
@@ -351,6 +352,9 @@ class CowStateMap {
   // Disposes of an unlinked entry: retires what a live snapshot may see, frees the rest.
   void dispose_unlinked(std::uint32_t index, std::uint32_t h);
   void free_entry(std::uint32_t index) noexcept;
+  // A new boxed state, constructed from `args`.
+  template <class... Args>
+  S* new_state(Args&&... args);
   // Frees a boxed state that no live snapshot may reach.
   void free_state(S* state);
   // Sets the state of writable entry `e` to `state` (I3 checked by the caller).
@@ -389,6 +393,8 @@ class CowStateMap {
 
   // Writer thread only.
   EntryPool<Entry> pool_;
+  struct NoBoxes {};
+  [[no_unique_address]] std::conditional_t<kInline, NoBoxes, BoxPool<S>> boxes_;
   Table primary_;
   Table rehash_;                    // empty unless a rehash is in flight
   std::uint32_t primary_mask_ = 0;  // primary_.size() - 1
@@ -721,7 +727,12 @@ CowStateMap<K, N, S, H>::~CowStateMap() {
   for (const RetiredEntry& r : retired_entries_) free_entry(r.index);
   for (const RetiredState& r : retired_states_) free_state(r.state);
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
-  for (S* state : quarantined_states_) delete state;
+  if constexpr (!kInline) {
+    for (S* state : quarantined_states_) {
+      state->~S();
+      boxes_.deallocate(state);
+    }
+  }
 #endif
 }
 
@@ -792,7 +803,22 @@ void CowStateMap<K, N, S, H>::free_state(S* state) {
     return;
   }
 #endif
-  delete state;
+  if constexpr (!kInline) {  // inline maps retire no states
+    state->~S();
+    boxes_.deallocate(state);
+  }
+}
+
+template <class K, class N, class S, class H>
+template <class... Args>
+S* CowStateMap<K, N, S, H>::new_state(Args&&... args) {
+  S* box = boxes_.allocate();
+  try {
+    return new (box) S(std::forward<Args>(args)...);
+  } catch (...) {
+    boxes_.deallocate(box);
+    throw;
+  }
 }
 
 template <class K, class N, class S, class H>
@@ -887,7 +913,7 @@ void CowStateMap<K, N, S, H>::assign_state(Entry& e, S&& state, std::uint32_t h)
     e.state = std::move(state);
   } else {
     if (must_copy_state(e.state_version, h)) {
-      S* fresh = new S(std::move(state));
+      S* fresh = new_state(std::move(state));
       retire_state(e.state, e.state_version);
       e.state = fresh;
     } else {
@@ -953,7 +979,7 @@ S* CowStateMap<K, N, S, H>::get_mutable(const K& key, const N& ns) {
     if (must_copy_state(at(i).state_version, h) && !COWSTATE_MUTANT(shared_state_mutable)) {
       i = make_writable(t, b, i, h);
       Entry& e = at(i);
-      S* fresh = new S(*e.state);
+      S* fresh = new_state(*e.state);
       retire_state(e.state, e.state_version);
       e.state = fresh;
       e.state_version = map_version_;
@@ -1028,7 +1054,7 @@ void CowStateMap<K, N, S, H>::insert_new(Table* table, std::uint32_t hash, const
   if constexpr (kInline) {
     new (&at(idx)) Entry{key, std::move(state), ns, (*table)[b], hash, map_version_, {}};
   } else {
-    S* boxed = new S(std::move(state));
+    S* boxed = new_state(std::move(state));
     new (&at(idx)) Entry{key, boxed, ns, (*table)[b], hash, map_version_, map_version_};
   }
   (*table)[b] = idx;

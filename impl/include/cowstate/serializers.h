@@ -16,6 +16,10 @@
 //                                                bounds check; returns p + fixed_size. Lets a
 //                                                writer of fixed-size records fill a buffer
 //                                                it made room in once (ByteWriter::begin_direct).
+//   static const std::byte* load(const std::byte* p, T&);  optional, fixed-size only: the
+//                                                inverse of store, for a reader that checked
+//                                                once that the bytes are there
+//                                                (ByteReader::take); returns p + fixed_size.
 //
 // Wire layouts (all integers little-endian, cowstate/bytes.h):
 //   id  name           T                          bytes
@@ -73,6 +77,12 @@ concept DirectSerializer = Serializer<S, T> && requires(std::byte* p, const T& i
   { S::store(p, in) } -> std::same_as<std::byte*>;
 };
 
+// S loads fixed-size values straight from memory (the optional `load` above).
+template <class S, class T>
+concept DirectLoader = Serializer<S, T> && requires(const std::byte* p, T& out) {
+  { S::load(p, out) } -> std::same_as<const std::byte*>;
+};
+
 // A record's key, namespace and state serializers all store directly.
 template <class KS, class K, class NS, class N, class SS, class S>
 concept DirectRecord =
@@ -112,6 +122,10 @@ struct FixedIntSerializer {
   }
   static std::byte* store(std::byte* p, const T& v) noexcept {
     store_le(p, static_cast<Bits>(v));
+    return p + fixed_size;
+  }
+  static const std::byte* load(const std::byte* p, T& v) noexcept {
+    v = static_cast<T>(detail::load_le<Bits>(p));
     return p + fixed_size;
   }
   static Status read(ByteReader& r, T& v) {
@@ -157,7 +171,12 @@ struct StringSerializer {
     std::span<const std::byte> bytes;
     Status st = r.read_bytes(n, bytes, name);
     COWSTATE_ASSERT(st.ok(), "REQUIRES", "string bytes checked above");
-    s.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    const char* chars = reinterpret_cast<const char*>(bytes.data());
+    if (n > s.capacity()) {
+      s = std::string(chars, n);  // constructing takes fewer steps than assign's general replace
+    } else {
+      s.assign(chars, n);
+    }
     return Status();
   }
 };
@@ -216,6 +235,7 @@ struct VoidNamespaceSerializer {
   static constexpr std::size_t min_size = 0;
   static void write(ByteWriter&, const VoidNamespace&) {}
   static std::byte* store(std::byte* p, const VoidNamespace&) noexcept { return p; }
+  static const std::byte* load(const std::byte* p, VoidNamespace&) noexcept { return p; }
   static Status read(ByteReader&, VoidNamespace&) { return Status(); }
 };
 

@@ -270,6 +270,13 @@ class StateTable final : public StateTableBase {
                                  kStateWidth != std::numeric_limits<std::size_t>::max();
   // Every serializer stores directly (DirectSerializer): entries skip ByteWriter's appends.
   static constexpr bool kDirect = kFixed && DirectRecord<KS, K, NS, N, SS, S>;
+  // Restore loads key and namespace (and the state, kLoadState) of each record after one
+  // bounds check (DirectLoader).
+  static constexpr bool kLoadPrefix = kKeyWidth != std::numeric_limits<std::size_t>::max() &&
+                                      kNsWidth != std::numeric_limits<std::size_t>::max() &&
+                                      DirectLoader<KS, K> && DirectLoader<NS, N>;
+  static constexpr bool kLoadState =
+      kLoadPrefix && kStateWidth != std::numeric_limits<std::size_t>::max() && DirectLoader<SS, S>;
   class Snapshot;
 
   // Whether snapshots of this table leave out expired entries and elements.
@@ -429,12 +436,24 @@ Status StateTable<KS, NS, SS, KH>::read_entries(ByteReader& r, std::int32_t key_
   for (std::uint64_t e = 0; e < count; ++e) {
     const std::size_t at = r.offset();
     S state{};
-    r.set_field("key");
-    if (Status st = KS::read(r, key); !st.ok()) return st;
-    r.set_field("namespace");
-    if (Status st = NS::read(r, ns); !st.ok()) return st;
-    r.set_field("state");
-    if (Status st = SS::read(r, state); !st.ok()) return st;
+    // Fixed-width parts are loaded from one bounds check (ByteReader::take); when the
+    // bytes are short, the field-by-field reads below say which part is missing.
+    const std::byte* p = nullptr;
+    if constexpr (kLoadPrefix) p = r.take(kKeyWidth + kNsWidth + (kLoadState ? kStateWidth : 0));
+    if (p != nullptr) {
+      p = KS::load(p, key);
+      p = NS::load(p, ns);
+      if constexpr (kLoadState) SS::load(p, state);
+    } else {
+      r.set_field("key");
+      if (Status st = KS::read(r, key); !st.ok()) return st;
+      r.set_field("namespace");
+      if (Status st = NS::read(r, ns); !st.ok()) return st;
+    }
+    if (p == nullptr || !kLoadState) {
+      r.set_field("state");
+      if (Status st = SS::read(r, state); !st.ok()) return st;
+    }
     r.set_field(nullptr);
     const std::int32_t g = key_group_for_hash(KH{}(key), max_parallelism());
     if (g != key_group) {
