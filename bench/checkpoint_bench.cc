@@ -180,6 +180,7 @@ int main(int argc, char** argv) {
   std::uint64_t n = 1000000;
   int reps = 5;
   std::string dir = "/dev/shm";
+  std::string only;  // "": both value types
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--entries" && i + 1 < argc) {
@@ -190,13 +191,16 @@ int main(int argc, char** argv) {
       dir = argv[++i];
     } else if (a == "--wall") {
       g_wall = true;
+    } else if (a == "--only" && i + 1 < argc) {
+      only = argv[++i];
+      if (only != "int64" && only != "string") die("--only takes int64 or string");
     } else if (a == "--quick") {
       n = 100000;
       reps = 1;
     } else {
       std::fprintf(stderr,
                    "usage: cowstate_checkpoint_bench [--entries N] [--reps N] [--dir DIR] "
-                   "[--wall] [--quick]\n");
+                   "[--only int64|string] [--wall] [--quick]\n");
       return 2;
     }
   }
@@ -214,9 +218,12 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   for (auto c :
        {cowstate::Compression::none, cowstate::Compression::lz4, cowstate::Compression::zstd}) {
-    rows.push_back(run_case<cowstate::Int64Serializer>(
-        "u64 -> int64", n, c, dir, reps,
-        [](std::uint64_t i) { return static_cast<std::int64_t>(i * 7); }));
+    if (only != "string") {
+      rows.push_back(run_case<cowstate::Int64Serializer>(
+          "u64 -> int64", n, c, dir, reps,
+          [](std::uint64_t i) { return static_cast<std::int64_t>(i * 7); }));
+    }
+    if (only == "int64") continue;
     rows.push_back(run_case<cowstate::StringSerializer>(
         "u64 -> string(32)", n, c, dir, reps, [](std::uint64_t i) {
           std::string s(32, 'a');

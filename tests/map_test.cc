@@ -114,6 +114,44 @@ TEST_CASE("box pool hands out distinct aligned boxes and reuses freed ones first
   }
 }
 
+// A state that counts its live instances, so destruction is checked in every build.
+struct Counted {
+  static inline int live = 0;
+  std::string text;
+  explicit Counted(std::string t = "") : text(std::move(t)) { ++live; }
+  Counted(const Counted& o) : text(o.text) { ++live; }
+  Counted(Counted&& o) noexcept : text(std::move(o.text)) { ++live; }
+  Counted& operator=(const Counted&) = default;
+  Counted& operator=(Counted&&) noexcept = default;
+  ~Counted() { --live; }
+};
+
+// The destructor walks the pool's slots (live, retired, free) rather than the chains: each
+// live state and each retired one is destroyed exactly once, including retired items a
+// released snapshot left behind that no writer operation has reclaimed yet.
+TEST_CASE("destroying a map destroys every live and retired state once", "[map][pool]") {
+  for (const bool reclaim_first : {false, true}) {
+    {
+      CowStateMap<std::uint64_t, std::int32_t, Counted> m(kFour);
+      for (std::uint64_t k = 0; k < 300; ++k) m.put(k, 0, Counted("state " + std::to_string(k)));
+      for (std::uint64_t k = 0; k < 300; k += 7) m.remove(k, 0);  // free slots
+      auto snap = m.snapshot();
+      for (std::uint64_t k = 1; k < 300; k += 3) m.put(k, 0, Counted("changed"));  // retires
+      for (std::uint64_t k = 2; k < 300; k += 5) m.remove(k, 0);
+      for (std::uint64_t k = 1000; k < 1100; ++k) m.put(k, 0, Counted("new"));
+      REQUIRE(m.retired_count() > 0);
+      snap.release();  // the retired items stay until the writer's next operation
+      if (reclaim_first) {
+        CHECK(m.retired_count() == 0);  // reclaims
+        CHECK(Counted::live == static_cast<int>(m.size()));
+      } else {
+        CHECK(Counted::live > static_cast<int>(m.size()));  // retired states still exist
+      }
+    }
+    CHECK(Counted::live == 0);
+  }
+}
+
 TEST_CASE("get, contains and size see what put wrote, per namespace", "[map][ops]") {
   IntMap m(kFour);
   CHECK(m.get(1, 0) == nullptr);

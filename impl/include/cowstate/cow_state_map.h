@@ -714,24 +714,52 @@ CowStateMap<K, N, S, H>::~CowStateMap() {
     std::lock_guard<std::mutex> lock(mu_);
     COWSTATE_ASSERT(live_versions_.empty(), "I10", "map destroyed while a snapshot is live");
   }
-  for (Table* t : {&primary_, &rehash_}) {
-    for (std::uint32_t head : *t) {
-      for (std::uint32_t i = head; i != 0;) {
-        const std::uint32_t n = at(i).next;
-        if constexpr (!kInline) free_state(at(i).state);
-        free_entry(i);
-        i = n;
-      }
+  // Nothing is reused after this, so nothing goes back to the pools (their chunks are
+  // freed whole): only destructors run, and not at all when they are trivial. Slots are
+  // visited in ascending order, the pool's memory order, not chain by chain: every
+  // allocated slot holds a live entry, a retired one, or nothing (I12).
+  constexpr bool kTrivialEntry = std::is_trivially_destructible_v<Entry>;
+  constexpr bool kTrivialState = kInline || std::is_trivially_destructible_v<S>;
+#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
+  // Under a planted bug a state may be both live and retired, or quarantined as well:
+  // the states are gathered and each is destroyed once.
+  std::vector<S*> doomed;
+  const bool dedupe = mutants::active() != mutants::Mutant::none || !quarantined_states_.empty();
+  auto destroy_state = [&doomed, dedupe](S* state) {
+    if (dedupe) {
+      doomed.push_back(state);
+    } else {
+      state->~S();
+    }
+  };
+#else
+  auto destroy_state = [](S* state) { state->~S(); };
+#endif
+  if constexpr (!kTrivialEntry || !kTrivialState) {
+    const std::size_t slots = pool_.slots_allocated();
+    std::vector<std::uint64_t> vacant(slots / 64 + 1, 0);
+    auto mark = [&vacant](std::uint32_t i) { vacant[i / 64] |= std::uint64_t{1} << (i % 64); };
+    for (const std::uint32_t i : pool_.free_list()) mark(i);
+    for (const RetiredEntry& r : retired_entries_) {
+      if constexpr (!kTrivialEntry) at(r.index).~Entry();
+      mark(r.index);
+    }
+    for (std::uint32_t i = 1; i <= slots; ++i) {
+      if ((vacant[i / 64] >> (i % 64)) & 1u) continue;
+      Entry& e = at(i);  // live: it owns its state (I11)
+      if constexpr (!kTrivialState) destroy_state(e.state);
+      if constexpr (!kTrivialEntry) e.~Entry();
     }
   }
-  for (const RetiredEntry& r : retired_entries_) free_entry(r.index);
-  for (const RetiredState& r : retired_states_) free_state(r.state);
+  if constexpr (!kTrivialState) {
+    for (const RetiredState& r : retired_states_) destroy_state(r.state);
+  }
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
   if constexpr (!kInline) {
-    for (S* state : quarantined_states_) {
-      state->~S();
-      boxes_.deallocate(state);
-    }
+    doomed.insert(doomed.end(), quarantined_states_.begin(), quarantined_states_.end());
+    std::sort(doomed.begin(), doomed.end());
+    doomed.erase(std::unique(doomed.begin(), doomed.end()), doomed.end());
+    for (S* state : doomed) state->~S();
   }
 #endif
 }
