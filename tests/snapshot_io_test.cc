@@ -321,6 +321,16 @@ TEST_CASE("the string serializer round trips empty, binary and long strings", "[
     REQUIRE(S::read(r, back).ok());
     CHECK(back == v);
     CHECK(r.at_end());
+    // The direct store (checkpoint writer) gives write()'s bytes; the read fills a string
+    // whose capacity is too small as well as one that has room.
+    REQUIRE(S::stored_size(v) == w.vector().size());
+    std::vector<std::byte> direct(S::stored_size(v));
+    CHECK(S::store(direct.data(), v) == direct.data() + direct.size());
+    CHECK(direct == w.vector());
+    std::string roomy(100000, 'y');
+    ByteReader r2(w.vector());
+    REQUIRE(S::read(r2, roomy).ok());
+    CHECK(roomy == v);
   }
 }
 

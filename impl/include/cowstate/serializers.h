@@ -16,6 +16,10 @@
 //                                                bounds check; returns p + fixed_size. Lets a
 //                                                writer of fixed-size records fill a buffer
 //                                                it made room in once (ByteWriter::begin_direct).
+//   static std::size_t stored_size(const T&);  optional, with store(), for a serializer
+//                                                whose size varies: the bytes write() would
+//                                                append, so a writer can make room for one
+//                                                record and store it directly
 //   static const std::byte* load(const std::byte* p, T&);  optional, fixed-size only: the
 //                                                inverse of store, for a reader that checked
 //                                                once that the bytes are there
@@ -81,6 +85,14 @@ concept DirectSerializer = Serializer<S, T> && requires(std::byte* p, const T& i
 template <class S, class T>
 concept DirectLoader = Serializer<S, T> && requires(const std::byte* p, T& out) {
   { S::load(p, out) } -> std::same_as<const std::byte*>;
+};
+
+// S stores variable-size values straight into memory once told their size (the optional
+// `stored_size` and `store` above).
+template <class S, class T>
+concept SizedDirectSerializer = Serializer<S, T> && requires(std::byte* p, const T& in) {
+  { S::stored_size(in) } -> std::same_as<std::size_t>;
+  { S::store(p, in) } -> std::same_as<std::byte*>;
 };
 
 // A record's key, namespace and state serializers all store directly.
@@ -158,6 +170,15 @@ struct StringSerializer {
                     "string longer than 2^32-1 bytes");
     w.put_u32(static_cast<std::uint32_t>(s.size()));
     w.put_bytes(std::as_bytes(std::span<const char>(s.data(), s.size())));
+  }
+  static std::size_t stored_size(const std::string& s) noexcept { return 4 + s.size(); }
+  // REQUIRES: s.size() < 2^32; stored_size(s) bytes of room at p.
+  static std::byte* store(std::byte* p, const std::string& s) noexcept {
+    COWSTATE_ASSERT(s.size() <= std::numeric_limits<std::uint32_t>::max(), "REQUIRES",
+                    "string longer than 2^32-1 bytes");
+    detail::store_le(p, static_cast<std::uint32_t>(s.size()));
+    if (!s.empty()) std::memcpy(p + 4, s.data(), s.size());
+    return p + 4 + s.size();
   }
   static Status read(ByteReader& r, std::string& s) {
     const std::size_t at = r.offset();

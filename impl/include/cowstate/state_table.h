@@ -270,6 +270,11 @@ class StateTable final : public StateTableBase {
                                  kStateWidth != std::numeric_limits<std::size_t>::max();
   // Every serializer stores directly (DirectSerializer): entries skip ByteWriter's appends.
   static constexpr bool kDirect = kFixed && DirectRecord<KS, K, NS, N, SS, S>;
+  // Key and namespace store directly, the state knows its size (SizedDirectSerializer).
+  static constexpr bool kSizedDirect =
+      !kDirect && kKeyWidth != std::numeric_limits<std::size_t>::max() &&
+      kNsWidth != std::numeric_limits<std::size_t>::max() && DirectSerializer<KS, K> &&
+      DirectSerializer<NS, N> && SizedDirectSerializer<SS, S>;
   // Restore loads key and namespace (and the state, kLoadState) of each record after one
   // bounds check (DirectLoader).
   static constexpr bool kLoadPrefix = kKeyWidth != std::numeric_limits<std::size_t>::max() &&
@@ -363,6 +368,20 @@ class StateTable<KS, NS, SS, KH>::Snapshot final : public KeyGroupStateSnapshot 
         if (n + 1 < budget && !scan.done()) COWSTATE_YIELD("checkpoint_writer.entry");
       }
       out.commit(p);
+      scan_ = std::move(scan);
+    } else if constexpr (kSizedDirect) {
+      // Fixed-size key and namespace, a state of known size: room for each record is made
+      // once, the record stored straight into it (a local scan, as above).
+      typename Map::Snapshot::Scan scan = std::move(scan_);
+      for (; n < budget && !scan.done(); ++n) {
+        const auto e = scan.get();
+        std::byte* p = out.begin_direct(kKeyWidth + kNsWidth + SS::stored_size(e.state));
+        p = KS::store(p, e.key);
+        p = NS::store(p, e.ns);
+        out.commit(SS::store(p, e.state));
+        scan.next();
+        if (n + 1 < budget && !scan.done()) COWSTATE_YIELD("checkpoint_writer.entry");
+      }
       scan_ = std::move(scan);
     } else {
       if constexpr (kFixed) out.ensure(budget * (kKeyWidth + kNsWidth + kStateWidth));
