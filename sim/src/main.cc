@@ -594,11 +594,10 @@ int cmd_mutants(double seconds_per_mutant, std::uint32_t ops, bool json,
     auto it = negatives.find(info.name);
     if (it != negatives.end()) {
       hand_steps = it->second.step_count();
-      set_crash_hint_text("while replaying the negative scenario for " + under + ": " +
-                          negative_dir + " (kills " + info.name + ")");
+      set_crash_hint_text("while replaying the negative scenario " + it->second.file + " " + under);
       const RunResult under_mutant = run_scenario(it->second);
       mu::active() = mu::Mutant::none;
-      set_crash_hint_text("while replaying the negative scenario for " + under +
+      set_crash_hint_text("while replaying the negative scenario " + it->second.file +
                           " with no mutant active");
       const RunResult without = run_scenario(it->second);
       const bool fails = exit_code(under_mutant.outcome) == 1;

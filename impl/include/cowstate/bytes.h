@@ -278,10 +278,10 @@ class ByteReader {
   }
   // The next n bytes, without copying; valid as long as the input.
   Status read_bytes(std::size_t n, std::span<const std::byte>& out, const char* what) {
-    if (remaining() < n) [[unlikely]]
+    const std::byte* p = take(n);
+    if (p == nullptr) [[unlikely]]
       return short_read(n, what);
-    out = std::span<const std::byte>(data_ + pos_, n);
-    pos_ += n;
+    out = std::span<const std::byte>(p, n);
     return Status();
   }
 
@@ -306,10 +306,10 @@ class ByteReader {
  private:
   template <class U>
   Status get(U& v, const char* what) {
-    if (remaining() < sizeof(U)) [[unlikely]]
+    const std::byte* p = take(sizeof(U));
+    if (p == nullptr) [[unlikely]]
       return short_read(sizeof(U), what);
-    v = detail::load_le<U>(data_ + pos_);
-    pos_ += sizeof(U);
+    v = detail::load_le<U>(p);
     return Status();
   }
   [[gnu::cold]] Status short_read(std::size_t n, const char* what) const;

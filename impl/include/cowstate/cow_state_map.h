@@ -149,6 +149,24 @@ const void* state_payload(const std::vector<T, A>& v) noexcept {
   return v.data();
 }
 
+namespace detail {
+// Bit i set for each pool slot i in [1, limit] that is not listed in `vacant`: the slots
+// holding entries, when `vacant` lists the free and retired ones (I12).
+inline std::vector<std::uint64_t> occupied_slots(std::uint32_t limit,
+                                                 const std::vector<std::uint32_t>& vacant) {
+  const std::size_t words = std::size_t{limit} / 64 + 1;
+  // Slots [1, limit]: slot 0 names no entry, bits above `limit` name slots born later.
+  std::vector<std::uint64_t> bits(words, ~std::uint64_t{0});
+  bits[0] &= ~std::uint64_t{1};
+  if (limit % 64 != 63) bits[words - 1] &= (std::uint64_t{2} << (limit % 64)) - 1;
+  for (const std::uint32_t slot : vacant) {
+    COWSTATE_ASSERT(slot != 0 && slot <= limit, "I12", "a vacant slot outside the pool");
+    bits[slot / 64] &= ~(std::uint64_t{1} << (slot % 64));
+  }
+  return bits;
+}
+}  // namespace detail
+
 // What an incremental visitor's callback decides for one entry.
 template <class S>
 class VisitResult {
@@ -352,6 +370,9 @@ class CowStateMap {
   // Disposes of an unlinked entry: retires what a live snapshot may see, frees the rest.
   void dispose_unlinked(std::uint32_t index, std::uint32_t h);
   void free_entry(std::uint32_t index) noexcept;
+  // The allocated slots that hold no live entry: a copy of the free list, then the
+  // retired entries' indices (I12).
+  std::vector<std::uint32_t> vacant_slots() const;
   // A new boxed state, constructed from `args`.
   template <class... Args>
   S* new_state(Args&&... args);
@@ -492,16 +513,7 @@ class CowStateMapSnapshot {
    public:
     Scan() = default;
     explicit Scan(const CowStateMapSnapshot* s) : map_(s->map_) {
-      const std::uint32_t limit = s->slot_limit_;
-      const std::size_t words = std::size_t{limit} / 64 + 1;
-      // Slots [1, limit]: slot 0 names no entry, bits above `limit` name slots born later.
-      pending_.assign(words, ~std::uint64_t{0});
-      pending_[0] &= ~std::uint64_t{1};
-      if (limit % 64 != 63) pending_[words - 1] &= (std::uint64_t{2} << (limit % 64)) - 1;
-      for (const std::uint32_t slot : s->vacant_) {
-        COWSTATE_ASSERT(slot != 0 && slot <= limit, "I12", "a vacant slot outside the pool");
-        pending_[slot / 64] &= ~(std::uint64_t{1} << (slot % 64));
-      }
+      pending_ = detail::occupied_slots(s->slot_limit_, s->vacant_);
       // Pairs with the count taken at the start: a slot listed twice (free and retired, or
       // twice free) would leave an entry of another snapshot in the bitmap.
       std::size_t entries = 0;
@@ -509,7 +521,7 @@ class CowStateMapSnapshot {
       COWSTATE_ASSERT(entries == s->size_, "I12",
                       "the snapshot's slots do not add up to its size (a slot vacant twice)");
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
-      heads_.assign(words, 0);
+      heads_.assign(pending_.size(), 0);
       for (const std::uint32_t head : s->heads_) {
         if (head != 0) heads_[head / 64] |= std::uint64_t{1} << (head % 64);
       }
@@ -722,41 +734,32 @@ CowStateMap<K, N, S, H>::~CowStateMap() {
   constexpr bool kTrivialState = kInline || std::is_trivially_destructible_v<S>;
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
   // Under a planted bug a state may be both live and retired, or quarantined as well:
-  // the states are gathered and each is destroyed once.
-  std::vector<S*> doomed;
-  const bool dedupe = mutants::active() != mutants::Mutant::none || !quarantined_states_.empty();
-  auto destroy_state = [&doomed, dedupe](S* state) {
-    if (dedupe) {
-      doomed.push_back(state);
-    } else {
-      state->~S();
-    }
-  };
+  // mutant builds gather the states and destroy each once.
+  std::vector<S*> doomed = quarantined_states_;
+  auto destroy_state = [&doomed](S* state) { doomed.push_back(state); };
 #else
   auto destroy_state = [](S* state) { state->~S(); };
 #endif
   if constexpr (!kTrivialEntry || !kTrivialState) {
-    const std::size_t slots = pool_.slots_allocated();
-    std::vector<std::uint64_t> vacant(slots / 64 + 1, 0);
-    auto mark = [&vacant](std::uint32_t i) { vacant[i / 64] |= std::uint64_t{1} << (i % 64); };
-    for (const std::uint32_t i : pool_.free_list()) mark(i);
-    for (const RetiredEntry& r : retired_entries_) {
-      if constexpr (!kTrivialEntry) at(r.index).~Entry();
-      mark(r.index);
+    if constexpr (!kTrivialEntry) {
+      for (const RetiredEntry& r : retired_entries_) at(r.index).~Entry();
     }
-    for (std::uint32_t i = 1; i <= slots; ++i) {
-      if ((vacant[i / 64] >> (i % 64)) & 1u) continue;
-      Entry& e = at(i);  // live: it owns its state (I11)
-      if constexpr (!kTrivialState) destroy_state(e.state);
-      if constexpr (!kTrivialEntry) e.~Entry();
+    const std::vector<std::uint64_t> live =
+        detail::occupied_slots(static_cast<std::uint32_t>(pool_.slots_allocated()), vacant_slots());
+    for (std::size_t w = 0; w < live.size(); ++w) {
+      for (std::uint64_t bits = live[w]; bits != 0; bits &= bits - 1) {
+        Entry& e = at(
+            static_cast<std::uint32_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(bits))));
+        if constexpr (!kTrivialState) destroy_state(e.state);  // live: it owns it (I11)
+        if constexpr (!kTrivialEntry) e.~Entry();
+      }
     }
   }
   if constexpr (!kTrivialState) {
     for (const RetiredState& r : retired_states_) destroy_state(r.state);
   }
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
-  if constexpr (!kInline) {
-    doomed.insert(doomed.end(), quarantined_states_.begin(), quarantined_states_.end());
+  if constexpr (!kTrivialState) {
     std::sort(doomed.begin(), doomed.end());
     doomed.erase(std::unique(doomed.begin(), doomed.end()), doomed.end());
     for (S* state : doomed) state->~S();
@@ -820,6 +823,16 @@ std::size_t CowStateMap<K, N, S, H>::retired_count() {
 template <class K, class N, class S, class H>
 void CowStateMap<K, N, S, H>::free_entry(std::uint32_t index) noexcept {
   pool_.destroy(index);
+}
+
+template <class K, class N, class S, class H>
+std::vector<std::uint32_t> CowStateMap<K, N, S, H>::vacant_slots() const {
+  const std::vector<std::uint32_t>& free = pool_.free_list();
+  std::vector<std::uint32_t> vacant;
+  vacant.reserve(free.size() + retired_entries_.size());
+  vacant.assign(free.begin(), free.end());
+  for (const RetiredEntry& r : retired_entries_) vacant.push_back(r.index);
+  return vacant;
 }
 
 template <class K, class N, class S, class H>
@@ -1235,11 +1248,7 @@ auto CowStateMap<K, N, S, H>::snapshot() -> Snapshot {
   // So the snapshot's entries are the allocated slots less these, which the scan visits
   // without reading the heads back. Usually few: a copy of the free list and the indices
   // of the retired entries, not a pass over the pool.
-  const std::vector<std::uint32_t>& free = pool_.free_list();
-  std::vector<std::uint32_t> vacant;
-  vacant.reserve(free.size() + retired_entries_.size());
-  vacant.assign(free.begin(), free.end());
-  for (const RetiredEntry& r : retired_entries_) vacant.push_back(r.index);
+  std::vector<std::uint32_t> vacant = vacant_slots();
   const std::size_t slot_limit = pool_.slots_allocated();
   COWSTATE_ASSERT(size() + vacant.size() == slot_limit, "I12",
                   "live + retired + free slots differ from the slots allocated");

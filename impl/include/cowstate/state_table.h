@@ -265,23 +265,20 @@ class StateTable final : public StateTableBase {
   static constexpr std::size_t kKeyWidth = detail::fixed_width<KS>();
   static constexpr std::size_t kNsWidth = detail::fixed_width<NS>();
   static constexpr std::size_t kStateWidth = detail::fixed_width<SS>();
-  static constexpr bool kFixed = kKeyWidth != std::numeric_limits<std::size_t>::max() &&
-                                 kNsWidth != std::numeric_limits<std::size_t>::max() &&
-                                 kStateWidth != std::numeric_limits<std::size_t>::max();
+  // Key and namespace take the same bytes in every record.
+  static constexpr bool kFixedPrefix = kKeyWidth != std::numeric_limits<std::size_t>::max() &&
+                                       kNsWidth != std::numeric_limits<std::size_t>::max();
+  static constexpr bool kFixed =
+      kFixedPrefix && kStateWidth != std::numeric_limits<std::size_t>::max();
   // Every serializer stores directly (DirectSerializer): entries skip ByteWriter's appends.
   static constexpr bool kDirect = kFixed && DirectRecord<KS, K, NS, N, SS, S>;
   // Key and namespace store directly, the state knows its size (SizedDirectSerializer).
-  static constexpr bool kSizedDirect =
-      !kDirect && kKeyWidth != std::numeric_limits<std::size_t>::max() &&
-      kNsWidth != std::numeric_limits<std::size_t>::max() && DirectSerializer<KS, K> &&
-      DirectSerializer<NS, N> && SizedDirectSerializer<SS, S>;
+  static constexpr bool kSizedDirect = !kDirect && kFixedPrefix && DirectSerializer<KS, K> &&
+                                       DirectSerializer<NS, N> && SizedDirectSerializer<SS, S>;
   // Restore loads key and namespace (and the state, kLoadState) of each record after one
   // bounds check (DirectLoader).
-  static constexpr bool kLoadPrefix = kKeyWidth != std::numeric_limits<std::size_t>::max() &&
-                                      kNsWidth != std::numeric_limits<std::size_t>::max() &&
-                                      DirectLoader<KS, K> && DirectLoader<NS, N>;
-  static constexpr bool kLoadState =
-      kLoadPrefix && kStateWidth != std::numeric_limits<std::size_t>::max() && DirectLoader<SS, S>;
+  static constexpr bool kLoadPrefix = kFixedPrefix && DirectLoader<KS, K> && DirectLoader<NS, N>;
+  static constexpr bool kLoadState = kLoadPrefix && kFixed && DirectLoader<SS, S>;
   class Snapshot;
 
   // Whether snapshots of this table leave out expired entries and elements.
@@ -353,35 +350,27 @@ class StateTable<KS, NS, SS, KH>::Snapshot final : public KeyGroupStateSnapshot 
         return finish_step(n);
       }
     }
-    if constexpr (kDirect) {
-      // Fixed-size records stored straight into room made once: no bounds check per value.
-      // The scan is a local while it runs: stores through std::byte* could alias a member.
+    if constexpr (kDirect || kSizedDirect) {
+      // Records stored straight into room made once for the step (fixed-size records) or
+      // once per record (a state of known size): no bounds check per value. The scan is a
+      // local while it runs: stores through std::byte* could alias a member.
       typename Map::Snapshot::Scan scan = std::move(scan_);
-      std::byte* p = out.begin_direct(budget * (kKeyWidth + kNsWidth + kStateWidth));
+      std::byte* p = nullptr;
+      if constexpr (kDirect) p = out.begin_direct(budget * (kKeyWidth + kNsWidth + kStateWidth));
       for (; n < budget && !scan.done(); ++n) {
         const auto e = scan.get();
+        if constexpr (kSizedDirect) {
+          p = out.begin_direct(kKeyWidth + kNsWidth + SS::stored_size(e.state));
+        }
         p = KS::store(p, e.key);
         p = NS::store(p, e.ns);
         p = SS::store(p, e.state);
+        if constexpr (kSizedDirect) out.commit(p);
         scan.next();
         // In simulator builds the map's writer may run here, between two entries.
         if (n + 1 < budget && !scan.done()) COWSTATE_YIELD("checkpoint_writer.entry");
       }
-      out.commit(p);
-      scan_ = std::move(scan);
-    } else if constexpr (kSizedDirect) {
-      // Fixed-size key and namespace, a state of known size: room for each record is made
-      // once, the record stored straight into it (a local scan, as above).
-      typename Map::Snapshot::Scan scan = std::move(scan_);
-      for (; n < budget && !scan.done(); ++n) {
-        const auto e = scan.get();
-        std::byte* p = out.begin_direct(kKeyWidth + kNsWidth + SS::stored_size(e.state));
-        p = KS::store(p, e.key);
-        p = NS::store(p, e.ns);
-        out.commit(SS::store(p, e.state));
-        scan.next();
-        if (n + 1 < budget && !scan.done()) COWSTATE_YIELD("checkpoint_writer.entry");
-      }
+      if constexpr (kDirect) out.commit(p);
       scan_ = std::move(scan);
     } else {
       if constexpr (kFixed) out.ensure(budget * (kKeyWidth + kNsWidth + kStateWidth));
