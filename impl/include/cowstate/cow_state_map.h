@@ -87,6 +87,7 @@
 #include <utility>
 #include <vector>
 
+#include "cowstate/append_log.h"
 #include "cowstate/assert.h"
 #include "cowstate/box_pool.h"
 #include "cowstate/entry_pool.h"
@@ -283,6 +284,9 @@ class CowStateMap {
     std::uint32_t entry_version;
     [[no_unique_address]] std::conditional_t<kInline, NoStateVersion, std::uint32_t> state_version;
   };
+  // Reclaims that free at least this many entries (and a sixteenth of the pool) reorder the
+  // free list (EntryPool::order_free_list); small ones leave it as it is.
+  static constexpr std::size_t kOrderFreeListMin = 4096;
   // The birth version is kept here, not read back from the entry, so that reclamation
   // does not touch the retired entries' memory.
   struct RetiredEntry {
@@ -363,6 +367,8 @@ class CowStateMap {
   std::uint32_t copy_chain_prefix(Table& table, std::uint32_t b, std::uint32_t until,
                                   std::uint32_t h);
   std::uint32_t copy_entry(std::uint32_t src);
+  // copy_entry when the pool must take a new slot or the retirement log must grow.
+  [[gnu::noinline]] std::uint32_t copy_entry_growing(std::uint32_t src);
   void retire_entry(std::uint32_t index);
   void retire_state(S* state, std::uint32_t birth);
   // Unlinks entry `i` (predecessor `prev`, 0 for the head) and disposes of it.
@@ -425,8 +431,8 @@ class CowStateMap {
   std::uint32_t threshold_ = 0;
   std::uint32_t map_version_ = 0;
   std::uint32_t seen_release_seq_ = 0;
-  std::vector<RetiredEntry> retired_entries_;
-  std::vector<RetiredState> retired_states_;
+  AppendLog<RetiredEntry> retired_entries_;
+  AppendLog<RetiredState> retired_states_;
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
   // States freed while a planted bug is active: emptied but kept until the map is destroyed,
   // so that a bug which frees too early shows as a wrong image rather than as a read of
@@ -800,7 +806,13 @@ void CowStateMap<K, N, S, H>::reclaim() {
       free_entry(r.index);
     }
   }
-  retired_entries_.resize(kept);
+  const std::size_t freed = retired_entries_.size() - kept;
+  retired_entries_.truncate(kept);
+  // A large batch (a snapshot that saw many writes) leaves the free list in write order;
+  // ordering it makes the next batch of copies fill neighbouring slots.
+  if (freed >= kOrderFreeListMin && freed * 16 >= pool_.slots_allocated()) {
+    pool_.order_free_list();
+  }
   kept = 0;
   for (const RetiredState& r : retired_states_) {
     if (visible(r.birth, r.retired_at)) {
@@ -809,7 +821,7 @@ void CowStateMap<K, N, S, H>::reclaim() {
       free_state(r.state);
     }
   }
-  retired_states_.resize(kept);
+  retired_states_.truncate(kept);
   COWSTATE_ASSERT(!live.empty() || (retired_entries_.empty() && retired_states_.empty()), "I10",
                   "retired memory remains with no live snapshot");
 }
@@ -864,21 +876,32 @@ S* CowStateMap<K, N, S, H>::new_state(Args&&... args) {
 
 template <class K, class N, class S, class H>
 void CowStateMap<K, N, S, H>::retire_entry(std::uint32_t index) {
-  retired_entries_.push_back(RetiredEntry{index, at(index).entry_version, map_version_});
+  retired_entries_.append(RetiredEntry{index, at(index).entry_version, map_version_});
 }
 
 template <class K, class N, class S, class H>
 void CowStateMap<K, N, S, H>::retire_state(S* state, std::uint32_t birth) {
-  retired_states_.push_back(RetiredState{state, birth, map_version_});
+  retired_states_.append(RetiredState{state, birth, map_version_});
 }
 
 template <class K, class N, class S, class H>
 std::uint32_t CowStateMap<K, N, S, H>::copy_entry(std::uint32_t src) {
+  // The common case calls nothing, so it needs no saved registers: a free slot to reuse
+  // and room for the retirement record. Anything else goes the general way.
+  if (!pool_.has_free_slot() || !retired_entries_.has_room()) [[unlikely]]
+    return copy_entry_growing(src);
+  const std::uint32_t idx = pool_.reuse_free_slot();
+  const Entry& s = at(src);
+  new (&at(idx)) Entry{s.key, s.state, s.ns, s.next, s.hash, map_version_, s.state_version};
+  retired_entries_.append_unchecked(RetiredEntry{src, s.entry_version, map_version_});
+  return idx;
+}
+
+template <class K, class N, class S, class H>
+std::uint32_t CowStateMap<K, N, S, H>::copy_entry_growing(std::uint32_t src) {
   const std::uint32_t idx = pool_.allocate();
   const Entry& s = at(src);
-  Entry* e =
-      new (&at(idx)) Entry{s.key, s.state, s.ns, s.next, s.hash, map_version_, s.state_version};
-  (void)e;
+  new (&at(idx)) Entry{s.key, s.state, s.ns, s.next, s.hash, map_version_, s.state_version};
   retire_entry(src);
   return idx;
 }

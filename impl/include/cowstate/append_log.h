@@ -1,0 +1,67 @@
+// AppendLog<T>: a growable array of small, trivially copyable records, for the map's
+// retirement records.
+//
+// An append that finds room is a compare, a store and an add. Growing is a separate,
+// out-of-line call, so a hot path can check has_room() once and append_unchecked() without
+// carrying std::vector::push_back's reallocation code (and the registers it needs) along.
+//
+// Thread safety: none; the owner's thread only.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <type_traits>
+
+#include "cowstate/assert.h"
+
+namespace cowstate {
+
+template <class T>
+class AppendLog {
+  static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>,
+                "records are copied and dropped bytewise");
+
+ public:
+  AppendLog() = default;
+  AppendLog(const AppendLog&) = delete;
+  AppendLog& operator=(const AppendLog&) = delete;
+
+  bool has_room() const noexcept { return size_ < capacity_; }
+  // REQUIRES: has_room().
+  void append_unchecked(const T& record) noexcept { data_[size_++] = record; }
+  void append(const T& record) {
+    if (!has_room()) [[unlikely]]
+      grow();
+    append_unchecked(record);
+  }
+  // Makes room for at least one more record (doubling).
+  [[gnu::noinline]] void grow() {
+    const std::size_t capacity = std::max<std::size_t>(64, 2 * capacity_);
+    std::unique_ptr<T[]> data(new T[capacity]);
+    if (size_ > 0) std::memcpy(data.get(), data_.get(), size_ * sizeof(T));
+    data_ = std::move(data);
+    capacity_ = capacity;
+  }
+
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  std::size_t capacity() const noexcept { return capacity_; }
+  T& operator[](std::size_t i) noexcept { return data_[i]; }
+  const T& operator[](std::size_t i) const noexcept { return data_[i]; }
+  const T* begin() const noexcept { return data_.get(); }
+  const T* end() const noexcept { return data_.get() + size_; }
+  // Keeps the first `n` records. REQUIRES: n <= size().
+  void truncate(std::size_t n) noexcept {
+    COWSTATE_ASSERT(n <= size_, "REQUIRES", "AppendLog::truncate beyond the size");
+    size_ = n;
+  }
+
+ private:
+  std::unique_ptr<T[]> data_;
+  std::size_t size_ = 0;
+  std::size_t capacity_ = 0;
+};
+
+}  // namespace cowstate
