@@ -13,6 +13,7 @@
 #include "cowstate/cow_state_map.h"
 #include "cowstate/cow_state_map_access.h"
 #include "cowstate/entry_pool.h"
+#include "cowstate/serializers.h"
 
 namespace {
 
@@ -598,11 +599,25 @@ TEST_CASE("the incremental visitor sees whole chains, cycles, and writes through
   CHECK(empty.visit_incremental(c2, 10, fn) == 0);  // terminates on an empty map
 }
 
-TEST_CASE("entries of small trivially copyable states take 32 bytes", "[map][memory]") {
+// Word-sized keys and namespaces are compared outright and hashed again when a rehash moves
+// them, so their entries keep no hash; an empty namespace (VoidNamespace) takes no room.
+TEST_CASE("entries of word-sized keys keep no hash and an empty namespace takes no room",
+          "[map][memory]") {
+  struct TwoWords {
+    std::int64_t value;
+    std::int64_t stamp;
+  };
+  using cowstate::VoidNamespace;
   CHECK(CowStateMapAccess::entry_size<CowStateMap<std::uint64_t, std::int32_t, std::int64_t>>() ==
         32);
   CHECK(CowStateMapAccess::entry_size<CowStateMap<std::uint64_t, std::int32_t, std::string>>() ==
-        40);
+        32);
+  CHECK(CowStateMapAccess::entry_size<CowStateMap<std::uint64_t, VoidNamespace, std::int64_t>>() ==
+        24);
+  CHECK(CowStateMapAccess::entry_size<CowStateMap<std::uint64_t, VoidNamespace, TwoWords>>() == 32);
+  // A string key keeps its hash: key 32, state 8, namespace 4, next, hash, entry version.
+  CHECK(CowStateMapAccess::entry_size<CowStateMap<std::string, std::int32_t, std::int64_t>>() ==
+        56);
 }
 
 TEST_CASE("the snapshot head array copies the heads and is at least the size", "[map][cow]") {

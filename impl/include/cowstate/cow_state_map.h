@@ -6,10 +6,10 @@
 // Entries live in an EntryPool (cowstate/entry_pool.h) and are named by 32-bit indices
 // (0 = none), so a bucket costs 4 bytes and an entry for (u64, i32) -> i64 costs 32.
 // The table is an array of bucket heads; each bucket is a singly linked chain. An entry
-// holds key, namespace, state, hash, next, entry_version and (for boxed states)
-// state_version. Small trivially copyable states are stored inline in the entry; other
-// states are boxed (in the map's BoxPool, cowstate/box_pool.h, pointed to by the entry) so
-// that copies of an entry share them.
+// holds key, namespace, state, next, entry_version, for boxed states state_version, and for
+// keys or namespaces wider than a word (or not trivially copyable) the hash (kStoresHash). Small
+// trivially copyable states are stored inline in the entry; other states are boxed (in the map's
+// BoxPool, cowstate/box_pool.h, pointed to by the entry) so that copies of an entry share them.
 //
 // Versions
 // --------
@@ -275,15 +275,34 @@ class CowStateMap {
 
   using StateSlot = std::conditional_t<kInline, S, S*>;
   struct NoStateVersion {};
+  // Keys and namespaces of at most a word each, trivially copied, are compared outright and
+  // hashed again where a rehash needs the hash: storing it would cost an entry 4 bytes (8
+  // with padding: a TTL'd int64 value's entry is 32 bytes, one half cache line, instead of
+  // 40, which straddles lines). Other keys keep their hash beside them (Flink's `hash`).
+  static constexpr bool kStoresHash = !(std::is_trivially_copyable_v<K> && sizeof(K) <= 8 &&
+                                        std::is_trivially_copyable_v<N> && sizeof(N) <= 8);
+  struct NoHash {
+    NoHash() = default;
+    explicit NoHash(std::uint32_t) {}
+  };
+  using StoredHash = std::conditional_t<kStoresHash, std::uint32_t, NoHash>;
   struct Entry {
     K key;
     StateSlot state;
-    N ns;
+    [[no_unique_address]] N ns;
     std::uint32_t next;
-    std::uint32_t hash;
+    [[no_unique_address]] StoredHash hash;
     std::uint32_t entry_version;
     [[no_unique_address]] std::conditional_t<kInline, NoStateVersion, std::uint32_t> state_version;
   };
+  // The hash of an entry's key and namespace: stored, or computed again (kStoresHash).
+  std::uint32_t hash_of(const Entry& e) const {
+    if constexpr (kStoresHash) {
+      return e.hash;
+    } else {
+      return hash_(e.key, e.ns);
+    }
+  }
   // Reclaims that free at least this many entries (and a sixteenth of the pool) reorder the
   // free list (EntryPool::order_free_list); small ones leave it as it is.
   static constexpr std::size_t kOrderFreeListMin = 4096;
@@ -357,7 +376,12 @@ class CowStateMap {
   [[gnu::noinline]] void incremental_rehash(std::uint32_t h);
   void double_capacity();
   static bool matches(const Entry& e, std::uint32_t hash, const K& key, const N& ns) noexcept {
-    return e.hash == hash && e.key == key && e.ns == ns;
+    if constexpr (kStoresHash) {
+      return e.hash == hash && e.key == key && e.ns == ns;
+    } else {
+      (void)hash;
+      return e.key == key && e.ns == ns;
+    }
   }
   // Index of (key, ns) in `table`'s bucket `b`, or 0; `prev` gets its predecessor.
   std::uint32_t find_in(const Table& table, std::uint32_t b, std::uint32_t hash, const K& key,
@@ -1116,10 +1140,11 @@ void CowStateMap<K, N, S, H>::insert_new(Table* table, std::uint32_t hash, const
   const std::uint32_t b = bucket_of(*table, hash);
   const std::uint32_t idx = pool_.allocate();
   if constexpr (kInline) {
-    new (&at(idx)) Entry{key, std::move(state), ns, (*table)[b], hash, map_version_, {}};
+    new (&at(idx))
+        Entry{key, std::move(state), ns, (*table)[b], StoredHash(hash), map_version_, {}};
   } else {
     S* boxed = new_state(std::move(state));
-    new (&at(idx)) Entry{key, boxed, ns, (*table)[b], hash, map_version_, map_version_};
+    new (&at(idx)) Entry{key, boxed, ns, (*table)[b], StoredHash(hash), map_version_, map_version_};
   }
   (*table)[b] = idx;
   if (table == &primary_) {
@@ -1204,7 +1229,7 @@ void CowStateMap<K, N, S, H>::incremental_rehash(std::uint32_t h) {
       }
       Entry& moved = at(e);
       const std::uint32_t next = moved.next;
-      const std::uint32_t pos = moved.hash & new_mask;
+      const std::uint32_t pos = hash_of(moved) & new_mask;
       moved.next = rehash_[pos];
       rehash_[pos] = e;
       e = next;
@@ -1399,11 +1424,11 @@ bool CowStateMap<K, N, S, H>::check_invariants(std::string* why) const {
         }
         seen[i] = 1;
         const Entry& e = at(i);
-        if ((e.hash & mask) != b) return fail("I6", "entry in the wrong bucket");
-        if (ti == 1 && (e.hash & (cap - 1)) >= rehash_index_) {
+        if ((hash_of(e) & mask) != b) return fail("I6", "entry in the wrong bucket");
+        if (ti == 1 && (hash_of(e) & (cap - 1)) >= rehash_index_) {
           return fail("I6", "entry in the new table whose old bucket was not moved yet");
         }
-        if (e.hash != hash_(e.key, e.ns))
+        if (hash_of(e) != hash_(e.key, e.ns))
           return fail("I7", "stored hash differs from hash(key, ns)");
         if (e.entry_version > map_version_) return fail("I11", "entry version above map version");
         if constexpr (!kInline) {

@@ -244,12 +244,21 @@ class KeyedStateHandle : public StateHandleBase {
   // or nullopt. An expired value is removed and returned only under
   // ReturnExpiredIfNotCleanedUp; a live one is refreshed under OnReadAndWrite, through
   // get_mutable (which copies it first when a snapshot shares it).
-  std::optional<S> ttl_read_value() {
+  [[gnu::always_inline]] std::optional<S> ttl_read_value() {
     ttl_accessed();
-    TtlMap& m = ttl_map();
     const std::int64_t now = this->now();
-    const TtlS* v = m.get(key(), ns_);
+    const TtlS* v = ttl_map().get(key(), ns_);
     if (v == nullptr) return std::nullopt;
+    // The common read (live, no refresh) inline; expiry and refresh out of line.
+    if (!ttl_expired(v->last_access, ttl_->ttl(), now) && read_refresh(now) < 0) [[likely]] {
+      return v->value;
+    }
+    return ttl_read_value_slow(*v, now);
+  }
+  // ttl_read_value() of a value that is expired or is to be refreshed.
+  [[gnu::noinline]] std::optional<S> ttl_read_value_slow(const TtlS& value, std::int64_t now) {
+    TtlMap& m = ttl_map();
+    const TtlS* v = &value;
     if (ttl_expired(v->last_access, ttl_->ttl(), now)) {
       std::optional<S> out;
       if (ttl_->return_expired()) out = v->value;
@@ -336,7 +345,7 @@ class ValueState final : public detail::KeyedStateHandle<Backend, NS, VS> {
       : Base(b, index), default_(std::move(default_value)) {}
 
   // The value, or the default value when there is none (or it expired).
-  V value() {
+  [[gnu::always_inline]] V value() {
     if (this->ttl_) {
       std::optional<V> v = this->ttl_read_value();
       return v ? std::move(*v) : default_;
