@@ -70,23 +70,6 @@ class EntryPool {
     return i;
   }
 
- private:
-  // A slot never used before, in a new chunk when the last one is full.
-  [[gnu::noinline]] std::uint32_t allocate_new() {
-    COWSTATE_ASSERT(next_ < kMaxIndex, "I12", "entry pool exhausted (2^32 slots)");
-    const std::uint32_t i = next_++;
-    const std::uint32_t j = i + (1u << kFirstChunkLog2) - 1;
-    const unsigned k = static_cast<unsigned>(std::bit_width(j)) - kFirstChunkLog2 - 1;
-    if (chunks_[k] == nullptr) {
-      const std::size_t slots = std::size_t{1} << (kFirstChunkLog2 + k);
-      chunks_[k] =
-          static_cast<T*>(::operator new (slots * sizeof(T), std::align_val_t{alignof(T)}));
-      base_[k] = reinterpret_cast<std::uintptr_t>(chunks_[k]) - slots * sizeof(T);
-    }
-    return i;
-  }
-
- public:
   // Destroys the object in slot `i` and makes the slot reusable.
   void destroy(std::uint32_t i) noexcept {
     at(i).~T();
@@ -125,6 +108,21 @@ class EntryPool {
   }
 
  private:
+  // A slot never used before, in a new chunk when the last one is full.
+  [[gnu::noinline]] std::uint32_t allocate_new() {
+    COWSTATE_ASSERT(next_ < kMaxIndex, "I12", "entry pool exhausted (2^32 slots)");
+    const std::uint32_t i = next_++;
+    const std::uint32_t j = i + (1u << kFirstChunkLog2) - 1;
+    const unsigned k = static_cast<unsigned>(std::bit_width(j)) - kFirstChunkLog2 - 1;
+    if (chunks_[k] == nullptr) {
+      const std::size_t slots = std::size_t{1} << (kFirstChunkLog2 + k);
+      chunks_[k] =
+          static_cast<T*>(::operator new (slots * sizeof(T), std::align_val_t{alignof(T)}));
+      base_[k] = reinterpret_cast<std::uintptr_t>(chunks_[k]) - slots * sizeof(T);
+    }
+    return i;
+  }
+
   static constexpr std::uint32_t kMaxIndex = 0xffffffffu - (1u << kFirstChunkLog2) + 1;
   T* chunks_[kMaxChunks] = {};
   std::uintptr_t base_[kMaxChunks] = {};  // chunks_[k] minus (64 << k) slots, as an integer

@@ -256,17 +256,16 @@ class KeyedStateHandle : public StateHandleBase {
     return ttl_read_value_slow(*v, now);
   }
   // ttl_read_value() of a value that is expired or is to be refreshed.
-  [[gnu::noinline]] std::optional<S> ttl_read_value_slow(const TtlS& value, std::int64_t now) {
+  [[gnu::noinline]] std::optional<S> ttl_read_value_slow(const TtlS& v, std::int64_t now) {
     TtlMap& m = ttl_map();
-    const TtlS* v = &value;
-    if (ttl_expired(v->last_access, ttl_->ttl(), now)) {
+    if (ttl_expired(v.last_access, ttl_->ttl(), now)) {
       std::optional<S> out;
-      if (ttl_->return_expired()) out = v->value;
+      if (ttl_->return_expired()) out = v.value;
       m.remove(key(), ns_);
       return out;
     }
     const std::int64_t refresh = read_refresh(now);
-    if (refresh < 0) return v->value;
+    if (refresh < 0) return v.value;
     TtlS* w = m.get_mutable(key(), ns_);
     COWSTATE_ASSERT(w != nullptr, "B5", "a state vanished between get and get_mutable");
     w->last_access = refresh;
