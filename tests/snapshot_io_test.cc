@@ -321,12 +321,18 @@ TEST_CASE("the string serializer round trips empty, binary and long strings", "[
     REQUIRE(S::read(r, back).ok());
     CHECK(back == v);
     CHECK(r.at_end());
-    // The direct store (checkpoint writer) gives write()'s bytes; the read fills a string
-    // whose capacity is too small as well as one that has room.
+    // The layout: the length as a little-endian u32, then the bytes. The direct store (the
+    // checkpoint writer's) fills exactly stored_size(v) bytes; the read fills a string whose
+    // capacity is too small as well as one that has room.
+    for (std::size_t i = 0; i < 4; ++i) {
+      CHECK(std::to_integer<std::size_t>(w.vector()[i]) == ((v.size() >> (8 * i)) & 0xff));
+    }
+    CHECK(std::equal(v.begin(), v.end(), w.vector().begin() + 4,
+                     [](char c, std::byte b) { return static_cast<std::byte>(c) == b; }));
     REQUIRE(S::stored_size(v) == w.vector().size());
-    std::vector<std::byte> direct(S::stored_size(v));
-    CHECK(S::store(direct.data(), v) == direct.data() + direct.size());
-    CHECK(direct == w.vector());
+    std::vector<std::byte> direct(S::stored_size(v) + 1, std::byte{0x5a});
+    CHECK(S::store(direct.data(), v) == direct.data() + S::stored_size(v));
+    CHECK(direct.back() == std::byte{0x5a});  // nothing past stored_size
     std::string roomy(100000, 'y');
     ByteReader r2(w.vector());
     REQUIRE(S::read(r2, roomy).ok());

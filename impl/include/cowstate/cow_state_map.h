@@ -391,8 +391,9 @@ class CowStateMap {
   std::uint32_t copy_chain_prefix(Table& table, std::uint32_t b, std::uint32_t until,
                                   std::uint32_t h);
   std::uint32_t copy_entry(std::uint32_t src);
-  // copy_entry when the pool must take a new slot or the retirement log must grow.
-  [[gnu::noinline]] std::uint32_t copy_entry_growing(std::uint32_t src);
+  // copy_entry's uncommon case: gives the pool a free slot and the retirement log room for
+  // a record, then copies.
+  [[gnu::noinline]] std::uint32_t make_room_and_copy(std::uint32_t src);
   void retire_entry(std::uint32_t index);
   void retire_state(S* state, std::uint32_t birth);
   // Unlinks entry `i` (predecessor `prev`, 0 for the head) and disposes of it.
@@ -911,9 +912,9 @@ void CowStateMap<K, N, S, H>::retire_state(S* state, std::uint32_t birth) {
 template <class K, class N, class S, class H>
 std::uint32_t CowStateMap<K, N, S, H>::copy_entry(std::uint32_t src) {
   // The common case calls nothing, so it needs no saved registers: a free slot to reuse
-  // and room for the retirement record. Anything else goes the general way.
+  // and room for the retirement record; making them is out of line, and then comes back.
   if (!pool_.has_free_slot() || !retired_entries_.has_room()) [[unlikely]]
-    return copy_entry_growing(src);
+    return make_room_and_copy(src);
   const std::uint32_t idx = pool_.reuse_free_slot();
   const Entry& s = at(src);
   new (&at(idx)) Entry{s.key, s.state, s.ns, s.next, s.hash, map_version_, s.state_version};
@@ -922,12 +923,10 @@ std::uint32_t CowStateMap<K, N, S, H>::copy_entry(std::uint32_t src) {
 }
 
 template <class K, class N, class S, class H>
-std::uint32_t CowStateMap<K, N, S, H>::copy_entry_growing(std::uint32_t src) {
-  const std::uint32_t idx = pool_.allocate();
-  const Entry& s = at(src);
-  new (&at(idx)) Entry{s.key, s.state, s.ns, s.next, s.hash, map_version_, s.state_version};
-  retire_entry(src);
-  return idx;
+std::uint32_t CowStateMap<K, N, S, H>::make_room_and_copy(std::uint32_t src) {
+  pool_.ensure_free_slot();
+  if (!retired_entries_.has_room()) retired_entries_.grow();
+  return copy_entry(src);
 }
 
 template <class K, class N, class S, class H>

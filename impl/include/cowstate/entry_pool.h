@@ -61,6 +61,10 @@ class EntryPool {
     return allocate_new();
   }
   bool has_free_slot() const noexcept { return !free_.empty(); }
+  // Puts a never-used slot on the free list when it is empty (has_free_slot() after).
+  void ensure_free_slot() {
+    if (free_.empty()) free_.push_back(allocate_new());
+  }
   // allocate() when has_free_slot(): the most recently freed slot (or, after
   // order_free_list(), the lowest).
   std::uint32_t reuse_free_slot() noexcept {

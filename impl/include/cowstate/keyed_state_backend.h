@@ -250,23 +250,22 @@ class KeyedStateHandle : public StateHandleBase {
     const TtlS* v = ttl_map().get(key(), ns_);
     if (v == nullptr) return std::nullopt;
     // The common read (live, no refresh) inline; expiry and refresh out of line.
-    if (!ttl_expired(v->last_access, ttl_->ttl(), now) && read_refresh(now) < 0) [[likely]] {
-      return v->value;
-    }
-    return ttl_read_value_slow(*v, now);
-  }
-  // ttl_read_value() of a value that is expired or is to be refreshed.
-  [[gnu::noinline]] std::optional<S> ttl_read_value_slow(const TtlS& v, std::int64_t now) {
-    TtlMap& m = ttl_map();
-    if (ttl_expired(v.last_access, ttl_->ttl(), now)) {
-      std::optional<S> out;
-      if (ttl_->return_expired()) out = v.value;
-      m.remove(key(), ns_);
-      return out;
-    }
+    const bool expired = ttl_expired(v->last_access, ttl_->ttl(), now);
     const std::int64_t refresh = read_refresh(now);
-    if (refresh < 0) return v.value;
-    TtlS* w = m.get_mutable(key(), ns_);
+    if (!expired && refresh < 0) [[likely]]
+      return v->value;
+    return expired ? ttl_read_expired(*v) : ttl_read_refreshing(refresh);
+  }
+  // ttl_read_value() of an expired value `v`: removes it, returns it if visible.
+  [[gnu::noinline]] std::optional<S> ttl_read_expired(const TtlS& v) {
+    std::optional<S> out;
+    if (ttl_->return_expired()) out = v.value;
+    ttl_map().remove(key(), ns_);
+    return out;
+  }
+  // ttl_read_value() of a live value under OnReadAndWrite: refreshes it to `refresh`.
+  [[gnu::noinline]] std::optional<S> ttl_read_refreshing(std::int64_t refresh) {
+    TtlS* w = ttl_map().get_mutable(key(), ns_);
     COWSTATE_ASSERT(w != nullptr, "B5", "a state vanished between get and get_mutable");
     w->last_access = refresh;
     return w->value;

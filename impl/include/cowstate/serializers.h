@@ -166,10 +166,7 @@ struct StringSerializer {
   static constexpr std::size_t min_size = 4;
   // REQUIRES: s.size() < 2^32.
   static void write(ByteWriter& w, const std::string& s) {
-    COWSTATE_ASSERT(s.size() <= std::numeric_limits<std::uint32_t>::max(), "REQUIRES",
-                    "string longer than 2^32-1 bytes");
-    w.put_u32(static_cast<std::uint32_t>(s.size()));
-    w.put_bytes(std::as_bytes(std::span<const char>(s.data(), s.size())));
+    w.commit(store(w.begin_direct(stored_size(s)), s));
   }
   static std::size_t stored_size(const std::string& s) noexcept { return 4 + s.size(); }
   // REQUIRES: s.size() < 2^32; stored_size(s) bytes of room at p.
