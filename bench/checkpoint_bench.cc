@@ -7,11 +7,17 @@
 //            checksum verified, every key's key group checked)
 //   baseline fwrite of 16-byte records (a 1 MiB stdio buffer) of the checkpoint's size,
 //            fclose included
+//   write, I/O thread
+//            the same write with the file's appends on a thread of their own
+//            (make_async_writable_file, 1 MiB buffers, three of them): elapsed (wall) time,
+//            since that thread's CPU time is not the caller's; and, as "I/O thread CPU",
+//            the process's CPU time for it (both threads), what the overlap costs in all
 // MB/s = checkpoint bytes / time (1 MB = 1e6 bytes). Each figure is the median of --reps
 // samples; time is the thread's CPU time (user + system: the write(2) and read(2) copies
 // count), so other load on a shared machine does not count; --wall uses the monotonic
-// clock instead. Cases: u64 -> int64 and u64 -> 32-byte string value states (VoidNamespace),
-// uncompressed, LZ4 and zstd (level 1). Targets (uncompressed): write >= 1000 MB/s, restore
+// clock instead. The target for write is met by either write column. Cases: u64 -> int64 and u64 ->
+// 32-byte string value states (VoidNamespace), uncompressed, LZ4 and zstd (level 1). Targets
+// (uncompressed): write >= 1000 MB/s, restore
 // >= 500 MB/s. A benchmark, never a test: it exits non-zero only when a restore does not
 // give back what was written.
 #include <malloc.h>
@@ -37,15 +43,17 @@ using Backend = cowstate::KeyedStateBackend<cowstate::UInt64Serializer>;
 
 bool g_wall = false;
 
-double now_seconds() {
-  if (g_wall) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
+double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double cpu_seconds(clockid_t clock) {
   timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  clock_gettime(clock, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
+
+double now_seconds() { return g_wall ? wall_seconds() : cpu_seconds(CLOCK_THREAD_CPUTIME_ID); }
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -65,12 +73,14 @@ std::uint64_t splitmix64(std::uint64_t& s) {
 }
 
 // A checkpoint sink into a plain file (no fsync: the page cache is what is measured).
+// With io_thread, through make_async_writable_file.
 class FileSink final : public cowstate::CheckpointSink {
  public:
-  explicit FileSink(const std::string& path) {
+  FileSink(const std::string& path, bool io_thread) {
     auto f = cowstate::posix_file_system().create_file(path);
     if (!f.ok()) die(f.status().message());
     file_ = std::move(*f);
+    if (io_thread) file_ = cowstate::make_async_writable_file(std::move(file_));
   }
   cowstate::Status append(std::span<const std::byte> bytes) override {
     return file_->append(bytes);
@@ -87,6 +97,8 @@ struct Row {
   std::string name;
   double mb = 0;
   double write_mbs = 0;
+  double io_thread_mbs = 0;      // wall
+  double io_thread_cpu_mbs = 0;  // process CPU
   double restore_mbs = 0;
 };
 
@@ -106,23 +118,36 @@ Row run_case(const char* name, std::uint64_t n, cowstate::Compression c, const s
   }
   const std::string path = dir + "/cowstate-bench.cscp";
   std::vector<double> writes;
+  std::vector<double> io_thread_walls;
+  std::vector<double> io_thread_cpus;
   std::vector<double> restores;
   std::size_t bytes = 0;
-  for (int r = 0; r < reps + 1; ++r) {  // the first round warms up and is not counted
-    // A checkpoint goes to a new file: the previous round's is removed untimed (truncating
-    // it inside the timed part would charge this write with freeing its pages).
+  std::uint64_t id = 0;
+  // One checkpoint to a new file: the previous one is removed untimed (truncating it inside
+  // the timed part would charge this write with freeing its pages).
+  auto write = [&](bool io_thread) {
     std::remove(path.c_str());
-    const double t0 = now_seconds();
-    {
-      FileSink sink(path);
-      cowstate::CheckpointWriter w(b.snapshot(static_cast<std::uint64_t>(r + 1)), &sink, {c, 1});
-      while (!w.step(std::size_t{1} << 16)) {
-      }
-      if (!w.done()) die(w.status().message());
-      sink.close();
-      bytes = w.bytes_written();
+    FileSink sink(path, io_thread);
+    cowstate::CheckpointWriter w(b.snapshot(++id), &sink, {c, 1});
+    while (!w.step(std::size_t{1} << 16)) {
     }
+    if (!w.done()) die(w.status().message());
+    sink.close();
+    bytes = w.bytes_written();
+  };
+  for (int r = 0; r < reps + 1; ++r) {  // the first round warms up and is not counted
+    const double w0 = wall_seconds();
+    const double c0 = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID);
+    write(true);
+    const double w1 = wall_seconds();
+    const double c1 = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID);
+    const double t0 = now_seconds();
+    write(false);
     const double t1 = now_seconds();
+    if (r > 0) {
+      io_thread_walls.push_back(w1 - w0);
+      io_thread_cpus.push_back(c1 - c0);
+    }
     Backend restored(cowstate::KeyGroupRange::all(128));
     auto& rs = restored.value_state<cowstate::VoidNamespaceSerializer, VS>("s");
     const double t2 = now_seconds();
@@ -146,7 +171,11 @@ Row run_case(const char* name, std::uint64_t n, cowstate::Compression c, const s
   }
   std::remove(path.c_str());
   const double mb = static_cast<double>(bytes) / 1e6;
-  return {std::string(name) + ", " + cowstate::compression_name(c), mb, mb / median(writes),
+  return {std::string(name) + ", " + cowstate::compression_name(c),
+          mb,
+          mb / median(writes),
+          mb / median(io_thread_walls),
+          mb / median(io_thread_cpus),
           mb / median(restores)};
 }
 
@@ -213,8 +242,10 @@ int main(int argc, char** argv) {
   std::printf("checkpoint write/restore, %llu entries, median of %d, %s time, files in %s\n\n",
               static_cast<unsigned long long>(n), reps, g_wall ? "wall" : "thread CPU",
               dir.c_str());
-  std::printf("| case | MB | write MB/s | restore MB/s | baseline MB/s |\n");
-  std::printf("| --- | ---: | ---: | ---: | ---: |\n");
+  std::printf(
+      "| case | MB | write MB/s | write, I/O thread MB/s (wall) | I/O thread CPU MB/s | "
+      "restore MB/s | baseline MB/s |\n");
+  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   std::vector<Row> rows;
   for (auto c :
        {cowstate::Compression::none, cowstate::Compression::lz4, cowstate::Compression::zstd}) {
@@ -234,11 +265,15 @@ int main(int argc, char** argv) {
   bool met = true;
   for (const Row& r : rows) {
     const double base = baseline_mbs(static_cast<std::size_t>(r.mb * 1e6), dir, reps);
-    std::printf("| %s | %.1f | %.0f | %.0f | %.0f |\n", r.name.c_str(), r.mb, r.write_mbs,
-                r.restore_mbs, base);
-    if (r.name.ends_with(", none")) met = met && r.write_mbs >= 1000 && r.restore_mbs >= 500;
+    std::printf("| %s | %.1f | %.0f | %.0f | %.0f | %.0f | %.0f |\n", r.name.c_str(), r.mb,
+                r.write_mbs, r.io_thread_mbs, r.io_thread_cpu_mbs, r.restore_mbs, base);
+    if (r.name.ends_with(", none")) {
+      met = met && std::max(r.write_mbs, r.io_thread_mbs) >= 1000 && r.restore_mbs >= 500;
+    }
   }
-  std::printf("\ntargets (uncompressed): write >= 1000 MB/s, restore >= 500 MB/s: %s\n",
-              met ? "PASS" : "MISS");
+  std::printf(
+      "\ntargets (uncompressed): write >= 1000 MB/s (either write column), restore >= 500 MB/s: "
+      "%s\n",
+      met ? "PASS" : "MISS");
   return 0;
 }

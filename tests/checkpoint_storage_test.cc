@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend_fixture.h"
+#include "memory_file.h"
 
 using namespace backend_test;
 using cowstate::CheckpointStorage;
@@ -19,10 +20,16 @@ using cowstate::FaultInjectionFileSystem;
 
 namespace {
 
+// With io_thread, the data file is written through an async file of small buffers, so a
+// checkpoint of a few hundred entries takes several of them.
 std::unique_ptr<CheckpointStorage> open_storage(
     const std::string& dir, cowstate::FileSystem& fs = cowstate::posix_file_system(),
-    std::size_t retain = 3) {
-  auto s = CheckpointStorage::open(dir, fs, {retain});
+    std::size_t retain = 3, bool io_thread = false) {
+  cowstate::StorageOptions options;
+  options.retain = retain;
+  options.io_thread = io_thread;
+  options.io_buffers.buffer_bytes = 4096;
+  auto s = CheckpointStorage::open(dir, fs, options);
   REQUIRE(s.ok());
   return std::move(*s);
 }
@@ -56,8 +63,10 @@ std::vector<std::string> files_in(const std::string& dir) {
 }  // namespace
 
 TEST_CASE("a committed checkpoint is complete, the latest, and reads back exactly", "[storage]") {
+  const bool io_thread = GENERATE(false, true);
+  INFO("io_thread " << io_thread);
   TempDir dir;
-  auto storage = open_storage(dir.path());
+  auto storage = open_storage(dir.path(), cowstate::posix_file_system(), 3, io_thread);
   CHECK(storage->latest()->has_value() == false);
   Backend b(KeyGroupRange::all(128));
   States s(b);
@@ -149,6 +158,8 @@ TEST_CASE(
     "an I/O error at any write of a checkpoint leaves the previous one the latest and "
     "restorable, and no file of the failed one",
     "[storage][faults]") {
+  const bool io_thread = GENERATE(false, true);
+  INFO("io_thread " << io_thread);
   Backend b(KeyGroupRange::all(128));
   States s(b);
   populate(b, s, 300, 1);
@@ -159,7 +170,7 @@ TEST_CASE(
   {
     TempDir dir;
     FaultInjectionFileSystem fs(cowstate::posix_file_system());
-    auto storage = open_storage(dir.path(), fs);
+    auto storage = open_storage(dir.path(), fs, 3, io_thread);
     REQUIRE(write_to(*storage, b, 1).ok());
     const std::uint64_t before = fs.operations();
     REQUIRE(write_to(*storage, b, 2).ok());
@@ -172,7 +183,7 @@ TEST_CASE(
     INFO("failing mutating operation " << n << " of " << ops_of_second);
     TempDir dir;
     FaultInjectionFileSystem fs(cowstate::posix_file_system());
-    auto storage = open_storage(dir.path(), fs);
+    auto storage = open_storage(dir.path(), fs, 3, io_thread);
     Backend b1(KeyGroupRange::all(128));
     States s1(b1);
     populate(b1, s1, 300, 1);
@@ -196,4 +207,123 @@ TEST_CASE(
     REQUIRE(write_to(*reopened, b, 2).ok());
     CHECK(restored_image(*reopened, 2) == image(s));
   }
+}
+
+namespace {
+
+// `n` bytes that differ from position to position.
+std::vector<std::byte> pattern(std::size_t n, std::uint64_t seed) {
+  std::vector<std::byte> v(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    v[i] = static_cast<std::byte>((i * 131 + seed * 7 + (i >> 9)) & 0xff);
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "an async file writes every byte in order, in appends of whole buffers but the last, "
+    "whatever the sizes appended",
+    "[storage][async]") {
+  const std::size_t buffers = GENERATE(2u, 3u, 5u);
+  const bool slow = GENERATE(false, true);
+  INFO("buffers " << buffers << ", slow " << slow);
+  memory_file::Record rec;
+  rec.slow = slow;
+  auto file = cowstate::make_async_writable_file(std::make_unique<memory_file::MemoryFile>(&rec),
+                                                 {.buffer_bytes = 4096, .buffers = buffers});
+  const std::vector<std::byte> data = pattern(300'000, buffers);
+  // Sizes from empty to several buffers at once, a sync in the middle.
+  const std::size_t sizes[] = {0, 1, 4095, 4096, 4097, 10000, 3, 65536, 77, 12288};
+  std::size_t at = 0;
+  std::size_t synced = 0;
+  for (std::size_t i = 0; at < data.size(); ++i) {
+    const std::size_t n = std::min(sizes[i % std::size(sizes)], data.size() - at);
+    REQUIRE(file->append(std::span(data).subspan(at, n)).ok());
+    at += n;
+    if (i == 7) {
+      REQUIRE(file->sync().ok());
+      synced = at;
+    }
+  }
+  REQUIRE(file->close().ok());
+  CHECK(rec.closed);
+  CHECK(rec.bytes() == data);
+  // A sync sees everything appended before it, drained into the file.
+  REQUIRE(rec.synced_at.size() == 1);
+  CHECK(rec.synced_at[0] == synced);
+  // Buffering: every append the file saw holds a whole buffer, except the one a sync or the
+  // close drained, and at most one of those each.
+  std::size_t partial = 0;
+  for (const auto& a : rec.appends) {
+    CHECK(a.size() <= 4096);
+    if (a.size() != 4096) ++partial;
+  }
+  CHECK(partial <= 2);
+  CHECK(rec.appends.size() <= data.size() / 4096 + 2);
+}
+
+TEST_CASE(
+    "an async file reports the wrapped file's first error at a later call at the latest at "
+    "close, and at every call after it, and keeps the bytes written before it",
+    "[storage][async]") {
+  const std::uint64_t failing = GENERATE(1u, 2u, 5u, 9u);
+  const bool at_sync = GENERATE(false, true);
+  INFO("failing append " << failing << ", check at sync " << at_sync);
+  memory_file::Record rec;
+  rec.fail_append = failing;
+  auto file = cowstate::make_async_writable_file(std::make_unique<memory_file::MemoryFile>(&rec),
+                                                 {.buffer_bytes = 4096, .buffers = 2});
+  const std::vector<std::byte> data = pattern(4096 * 12 + 100, failing);
+  cowstate::Status first;
+  for (std::size_t at = 0; at < data.size() && first.ok(); at += 1000) {
+    first =
+        file->append(std::span(data).subspan(at, std::min<std::size_t>(1000, data.size() - at)));
+  }
+  if (first.ok()) first = at_sync ? file->sync() : file->close();
+  REQUIRE_FALSE(first.ok());
+  CHECK(first.message() == "write memory file: failed append " + std::to_string(failing));
+  // Sticky: no call after the error claims success (unless it came from close itself).
+  const std::byte more[1] = {std::byte{1}};
+  if (!rec.closed) {
+    CHECK(file->append(more).message() == first.message());
+    CHECK(file->sync().message() == first.message());
+    CHECK(file->close().message() == first.message());
+    CHECK(rec.closed);
+  }
+  // The appends before the failing one arrived whole and in order; none after it.
+  REQUIRE(rec.appends.size() == failing - 1);
+  const std::vector<std::byte> kept = rec.bytes();
+  CHECK(kept.size() == (failing - 1) * 4096);
+  CHECK(std::equal(kept.begin(), kept.end(), data.begin()));
+}
+
+TEST_CASE("an async file's sync error is reported, and the file is closed once",
+          "[storage][async]") {
+  memory_file::Record rec;
+  rec.fail_sync = 1;
+  auto file = cowstate::make_async_writable_file(std::make_unique<memory_file::MemoryFile>(&rec));
+  const std::vector<std::byte> data = pattern(5000, 3);
+  REQUIRE(file->append(data).ok());
+  const cowstate::Status st = file->sync();
+  CHECK(st.message() == "fsync memory file: failed");
+  CHECK(file->close().message() == st.message());
+  CHECK(rec.closed);
+  CHECK(rec.bytes() == data);  // drained before the sync
+}
+
+TEST_CASE("an async file destroyed without close drops what is queued and closes the file",
+          "[storage][async]") {
+  memory_file::Record rec;
+  rec.slow = true;
+  {
+    auto file = cowstate::make_async_writable_file(std::make_unique<memory_file::MemoryFile>(&rec),
+                                                   {.buffer_bytes = 4096, .buffers = 4});
+    const std::vector<std::byte> data = pattern(4096 * 8, 4);
+    REQUIRE(file->append(data).ok());
+  }
+  // Whatever was written is a prefix of whole buffers; nothing is written afterwards.
+  for (const auto& a : rec.appends) CHECK(a.size() == 4096);
+  CHECK(rec.appends.size() <= 8);
 }

@@ -544,7 +544,9 @@ void BackendSimulation::start() {
   }
   dir_ = tmpl;
   fs_ = std::make_unique<FaultInjectionFileSystem>(posix_file_system());
-  auto storage = CheckpointStorage::open(dir_ + "/checkpoints", *fs_, StorageOptions{kRetain});
+  StorageOptions options;  // io_thread off: an injected error meets the append that caused it
+  options.retain = kRetain;
+  auto storage = CheckpointStorage::open(dir_ + "/checkpoints", *fs_, options);
   if (!storage.ok()) throw ScenarioInvalid{0, "checkpoint storage: " + storage.status().message()};
   storage_ = std::move(*storage);
   spawn("writer", "writer", TaskKind::writer, 4, [this] { writer_body(); });

@@ -6,11 +6,12 @@
 //   cowstate_crash_test [--kills N] [--seeds a,b,...] [--first-cycle-us U]
 //       the parent: N kills spread over the seeds (one directory per seed); exit 0 iff
 //       every check held
-//   cowstate_crash_test child DIR FD
+//   cowstate_crash_test child DIR FD IO
 //       the child: continues after the latest complete checkpoint in DIR, forever; writes
 //       one byte to FD once its storage is open and one after each commit, so the parent
 //       places kills by the child's progress, not by wall time (which a loaded machine
-//       stretches unpredictably)
+//       stretches unpredictably); IO 1 writes the data files on an I/O thread
+//       (StorageOptions::io_thread), as every other child does
 //
 // The contents of checkpoint `id` are a pure function of `id` (contents()), so the parent
 // recomputes what the child recorded without talking to it. Kill delays come from a
@@ -90,8 +91,10 @@ Contents read_back(Backend& b, States& s) {
   std::exit(1);
 }
 
-int run_child(const std::string& dir, int ready_fd) {
-  auto storage = cowstate::CheckpointStorage::open(dir);
+int run_child(const std::string& dir, int ready_fd, bool io_thread) {
+  cowstate::StorageOptions options;
+  options.io_thread = io_thread;
+  auto storage = cowstate::CheckpointStorage::open(dir, cowstate::posix_file_system(), options);
   if (!storage.ok()) die("child: " + storage.status().message());
   auto latest = (*storage)->latest();
   if (!latest.ok()) die("child: " + latest.status().message());
@@ -211,7 +214,8 @@ int run_parent(int kills, const std::vector<std::uint64_t>& seeds, std::uint64_t
       if (pid == 0) {
         ::close(ready[0]);
         const std::string fd = std::to_string(ready[1]);
-        ::execl(self.c_str(), self.c_str(), "child", dir.c_str(), fd.c_str(),
+        const char* io = k % 2 == 0 ? "0" : "1";
+        ::execl(self.c_str(), self.c_str(), "child", dir.c_str(), fd.c_str(), io,
                 static_cast<char*>(nullptr));
         std::_Exit(127);
       }
@@ -268,8 +272,8 @@ int run_parent(int kills, const std::vector<std::uint64_t>& seeds, std::uint64_t
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 4 && std::strcmp(argv[1], "child") == 0)
-    return run_child(argv[2], std::atoi(argv[3]));
+  if (argc == 5 && std::strcmp(argv[1], "child") == 0)
+    return run_child(argv[2], std::atoi(argv[3]), std::strcmp(argv[4], "1") == 0);
   int kills = 200;
   std::vector<std::uint64_t> seeds = {1, 2, 3, 4};
   std::uint64_t first_cycle_us = 5000;
