@@ -668,3 +668,36 @@ TEST_CASE("a scan of boxed states visits each of the snapshot's entries once, at
     CHECK(m.check_invariants());
   }
 }
+
+TEST_CASE(
+    "a released snapshot's head array is kept, counted, and written over by the next "
+    "snapshot, which sees its own version",
+    "[map][cow][memory]") {
+  IntMap m;
+  for (std::uint64_t k = 0; k < 1000; ++k) m.put(k, 0, 1);
+  while (m.rehashing()) (void)m.get(0, 0);  // the capacity stays put from here on
+  const std::size_t before = m.memory_bytes();
+  auto s1 = m.snapshot();
+  const std::uint32_t* array = CowStateMapAccess::head_array_data(s1);
+  const std::size_t length = CowStateMapAccess::head_array_length(s1);
+  REQUIRE(length >= 1000);
+  CHECK(m.memory_bytes() == before);  // a live snapshot's array is the snapshot's
+  s1.release();
+  CHECK(m.memory_bytes() >= before + length * sizeof(std::uint32_t));  // kept by the map
+  // Different contents, different heads: removed keys, new keys, changed values.
+  for (std::uint64_t k = 0; k < 1000; k += 3) m.remove(k, 0);
+  for (std::uint64_t k = 1000; k < 1200; ++k) m.put(k, 0, 2);
+  for (std::uint64_t k = 1; k < 1000; k += 3) m.put(k, 0, 3);
+  REQUIRE_FALSE(m.rehashing());
+  std::map<std::pair<std::uint64_t, std::int32_t>, std::int64_t> expected;
+  m.for_each([&](std::uint64_t k, std::int32_t n, std::int64_t v) { expected[{k, n}] = v; });
+  const std::size_t with_spare = m.memory_bytes();
+  auto s2 = m.snapshot();
+  CHECK(CowStateMapAccess::head_array_data(s2) == array);                  // no new allocation
+  CHECK(m.memory_bytes() == with_spare - length * sizeof(std::uint32_t));  // the snapshot's now
+  for (std::uint64_t k = 0; k < 1200; ++k) m.put(k, 0, 4);  // after s2: invisible to it
+  CHECK(contents<IntMap>(s2) == expected);
+  CHECK(m.check_invariants());
+  s2.release();
+  CHECK(m.retired_count() == 0);
+}

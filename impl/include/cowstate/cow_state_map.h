@@ -247,12 +247,14 @@ class CowStateMap {
   std::size_t retired_count();
 
   // Bytes held by the map: entry slabs, bucket tables, the boxed states' chunks (not what
-  // the states own) and bookkeeping. Writer thread.
+  // the states own), the head array kept from the last released snapshot, and bookkeeping.
+  // Writer thread.
   std::size_t memory_bytes() const noexcept {
     std::size_t bytes = pool_.bytes_reserved() +
                         (primary_.capacity() + rehash_.capacity()) * sizeof(std::uint32_t) +
                         retired_entries_.capacity() * sizeof(RetiredEntry) +
-                        retired_states_.capacity() * sizeof(RetiredState);
+                        retired_states_.capacity() * sizeof(RetiredState) +
+                        spare_heads_bytes_.load(std::memory_order_relaxed);
     if constexpr (!kInline) bytes += boxes_.bytes_reserved();
     return bytes;
   }
@@ -417,7 +419,8 @@ class CowStateMap {
   void insert_new(Table* table, std::uint32_t hash, const K& key, const N& ns, S&& state);
   // Returns the writable entry for (key, ns) found at `idx` in `table`.
   std::uint32_t make_writable(Table& table, std::uint32_t b, std::uint32_t idx, std::uint32_t h);
-  bool release_snapshot(std::uint32_t version);  // any thread
+  // Any thread. `heads` is the snapshot's head array, kept for the next snapshot.
+  bool release_snapshot(std::uint32_t version, std::vector<std::uint32_t>&& heads);
   static S& state_ref(Entry& e) noexcept {
     if constexpr (kInline)
       return e.state;
@@ -471,6 +474,12 @@ class CowStateMap {
   // Guarded by mu_.
   mutable std::mutex mu_;
   std::vector<std::uint32_t> live_versions_;  // ascending
+  // The head array of the last released snapshot (guarded by mu_), reused by the next
+  // snapshot's copy: a checkpoint then writes into memory the process already has instead of
+  // fresh pages, which the allocator may have returned to the kernel since the last one
+  // (a page fault each, about 2000 per checkpoint of the bench's 1e6 entries).
+  std::vector<std::uint32_t> spare_heads_;
+  std::atomic<std::size_t> spare_heads_bytes_{0};  // its capacity in bytes, for memory_bytes
   std::uint32_t release_seq_ = 0;
 };
 
@@ -709,7 +718,7 @@ class CowStateMapSnapshot {
   // Idempotent; any thread. After it returns the snapshot must not be iterated.
   void release() {
     if (map_ == nullptr || released_.exchange(true, std::memory_order_acq_rel)) return;
-    map_->release_snapshot(version_);
+    map_->release_snapshot(version_, std::move(heads_));
   }
 
  private:
@@ -1256,8 +1265,12 @@ template <class K, class N, class S, class H>
 auto CowStateMap<K, N, S, H>::snapshot() -> Snapshot {
   reclaim_if_released(sync_.load(std::memory_order_acquire));
   std::uint32_t version;
+  std::vector<std::uint32_t> heads;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // The head array of the last released snapshot, written over below.
+    heads = std::exchange(spare_heads_, {});
+    spare_heads_bytes_.store(0, std::memory_order_relaxed);
     COWSTATE_ASSERT(map_version_ < std::numeric_limits<std::uint32_t>::max() - 1, "I1",
                     "map version overflow");
     if (!COWSTATE_MUTANT(no_version_bump_at_snapshot)) ++map_version_;
@@ -1273,7 +1286,7 @@ auto CowStateMap<K, N, S, H>::snapshot() -> Snapshot {
   const std::size_t span = std::size_t{cap} + rehash_index_;
   const std::size_t length =
       COWSTATE_MUTANT(snapshot_array_capacity_only) ? span : std::max(span, std::size_t{size()});
-  std::vector<std::uint32_t> heads;
+  heads.clear();  // its capacity is kept: the map's capacity never shrinks
   if (!rehashing()) {
     // Copied straight from the table (no zero-fill first); zeros only past the capacity.
     heads.reserve(length);
@@ -1304,8 +1317,16 @@ auto CowStateMap<K, N, S, H>::snapshot() -> Snapshot {
 }
 
 template <class K, class N, class S, class H>
-bool CowStateMap<K, N, S, H>::release_snapshot(std::uint32_t version) {
+bool CowStateMap<K, N, S, H>::release_snapshot(std::uint32_t version,
+                                               std::vector<std::uint32_t>&& heads) {
+  std::vector<std::uint32_t> dropped;  // freed after the lock
   std::lock_guard<std::mutex> lock(mu_);
+  // The larger array is kept (both are at least the size of the map they were taken of).
+  if (heads.capacity() > spare_heads_.capacity()) {
+    dropped = std::exchange(spare_heads_, std::move(heads));
+    spare_heads_bytes_.store(spare_heads_.capacity() * sizeof(std::uint32_t),
+                             std::memory_order_relaxed);
+  }
   auto it = std::find(live_versions_.begin(), live_versions_.end(), version);
   if (it == live_versions_.end()) return false;
   live_versions_.erase(it);

@@ -107,6 +107,12 @@ struct CowStateMapAccess {
     return s.heads_.size();
   }
 
+  // Where a snapshot's head array lives (to see that the next snapshot reuses it).
+  template <class Snapshot>
+  static const std::uint32_t* head_array_data(const Snapshot& s) {
+    return s.heads_.data();
+  }
+
   // The bucket heads a snapshot copied at its start (pool slots, 0 = empty bucket).
   template <class Snapshot>
   static std::vector<std::uint32_t> snapshot_heads(const Snapshot& s) {
