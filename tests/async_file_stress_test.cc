@@ -1,7 +1,8 @@
 // Real-thread stress test of make_async_writable_file (cowstate/checkpoint_storage.h): the
 // test's thread appends, syncs and closes while the file's I/O thread writes, with small
 // buffers so that the caller waits for spare buffers all the time, a wrapped file that is
-// sometimes slow, and an error injected at a random append or sync of a third of the files.
+// sometimes slow, an error injected at a random append or sync of a third of the files, and
+// half the files taking their buffers from a shared pool.
 // Every file must hold exactly the bytes appended, in order, up to the first error; the
 // first error must be reported (at the latest by close) and by every call after it.
 //
@@ -51,6 +52,7 @@ TEST_CASE(
   cowstate::sim::Prng rng(seed);
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(seconds_bound()));
+  cowstate::AsyncBufferPool pool(3);  // half the files share it
   std::uint64_t files = 0;
   std::uint64_t failed = 0;
   std::uint64_t bytes = 0;
@@ -64,7 +66,8 @@ TEST_CASE(
       rec.fail_append = 1 + rng.below(40);
     }
     const cowstate::AsyncFileOptions options{.buffer_bytes = 4096 + rng.below(3) * 4096,
-                                             .buffers = 2 + rng.below(3)};
+                                             .buffers = 2 + rng.below(3),
+                                             .pool = rng.chance(1, 2) ? &pool : nullptr};
     auto file = cowstate::make_async_writable_file(std::make_unique<memory_file::MemoryFile>(&rec),
                                                    options);
     std::vector<std::byte> written;

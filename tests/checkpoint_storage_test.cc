@@ -327,3 +327,33 @@ TEST_CASE("an async file destroyed without close drops what is queued and closes
   for (const auto& a : rec.appends) CHECK(a.size() == 4096);
   CHECK(rec.appends.size() <= 8);
 }
+
+TEST_CASE("async files take their buffers from a pool and give them back", "[storage][async]") {
+  cowstate::AsyncBufferPool pool(3);
+  memory_file::Record rec;
+  const std::vector<std::byte> data = pattern(4096 * 10, 5);
+  const cowstate::AsyncFileOptions options{.buffer_bytes = 4096, .buffers = 3, .pool = &pool};
+  for (int round = 0; round < 3; ++round) {
+    auto file = cowstate::make_async_writable_file(std::make_unique<memory_file::MemoryFile>(&rec),
+                                                   options);
+    CHECK(pool.kept() == (round == 0 ? 0u : 2u));  // the first buffer came from the pool
+    REQUIRE(file->append(data).ok());
+    CHECK(pool.kept() == 0);  // all three in use
+    REQUIRE(file->close().ok());
+    CHECK(pool.kept() == 3);  // given back at close
+    file.reset();
+    CHECK(pool.kept() == 3);
+  }
+  CHECK(rec.bytes().size() == 3 * data.size());
+  {
+    // Destroyed without close: the buffers come back too.
+    auto file = cowstate::make_async_writable_file(std::make_unique<memory_file::MemoryFile>(&rec),
+                                                   options);
+    REQUIRE(file->append(data).ok());
+  }
+  CHECK(pool.kept() == 3);
+  // At most max_kept are kept; a smaller buffer is grown to the size asked for.
+  pool.give(std::vector<std::byte>(10));
+  CHECK(pool.kept() == 3);
+  CHECK(pool.take(1 << 16).capacity() >= std::size_t{1} << 16);
+}

@@ -172,22 +172,29 @@ class FaultInjectionFile final : public WritableFile {
 class AsyncWritableFile final : public WritableFile {
  public:
   AsyncWritableFile(std::unique_ptr<WritableFile> base, AsyncFileOptions options)
-      : base_(std::move(base)), buffer_bytes_(options.buffer_bytes), buffers_(options.buffers) {
+      : base_(std::move(base)),
+        buffer_bytes_(options.buffer_bytes),
+        buffers_(options.buffers),
+        pool_(options.pool) {
     COWSTATE_ASSERT(base_ != nullptr && buffer_bytes_ >= 4096 && buffers_ >= 2, "REQUIRES",
                     "an async file needs a file, buffers of at least 4096 bytes and two buffers");
-    fill_.reserve(buffer_bytes_);
+    fill_ = new_buffer();
     allocated_ = 1;
     thread_ = std::thread([this] { run(); });
   }
   ~AsyncWritableFile() override {
-    if (!thread_.joinable()) return;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.clear();  // dropped: nobody will read this file's status any more
-      stop_ = true;
+    if (thread_.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stop_ = true;
+        // Dropped: nobody will read this file's status any more.
+        for (auto& b : queue_) spare_.push_back(std::move(b));
+        queue_.clear();
+      }
+      work_.notify_one();
+      thread_.join();
     }
-    work_.notify_one();
-    thread_.join();
+    give_back();
   }
   AsyncWritableFile(const AsyncWritableFile&) = delete;
   AsyncWritableFile& operator=(const AsyncWritableFile&) = delete;
@@ -227,6 +234,7 @@ class AsyncWritableFile final : public WritableFile {
     }
     work_.notify_one();
     thread_.join();
+    give_back();
     Status closed = base_->close();  // closed either way, as close(2)
     return st.ok() ? closed : st;
   }
@@ -246,7 +254,7 @@ class AsyncWritableFile final : public WritableFile {
     if (spare_.empty() && allocated_ < buffers_) {
       ++allocated_;
       lock.unlock();
-      fill_.reserve(buffer_bytes_);
+      fill_ = new_buffer();
       return Status();
     }
     done_.wait(lock, [this] { return !spare_.empty() || !error_.ok(); });
@@ -268,6 +276,21 @@ class AsyncWritableFile final : public WritableFile {
       spare_.pop_back();
     }
     return error_;
+  }
+
+  // Returns the buffers to the pool. REQUIRES: the I/O thread has stopped.
+  void give_back() {
+    if (pool_ == nullptr) return;
+    pool_->give(std::exchange(fill_, {}));
+    for (auto& b : spare_) pool_->give(std::move(b));
+    spare_.clear();
+  }
+
+  std::vector<std::byte> new_buffer() {
+    if (pool_ != nullptr) return pool_->take(buffer_bytes_);
+    std::vector<std::byte> b;
+    b.reserve(buffer_bytes_);
+    return b;
   }
 
   void remember(Status st) {
@@ -305,6 +328,7 @@ class AsyncWritableFile final : public WritableFile {
   std::unique_ptr<WritableFile> base_;
   const std::size_t buffer_bytes_;
   const std::size_t buffers_;
+  AsyncBufferPool* const pool_;
   std::vector<std::byte> fill_;  // the caller's
   std::mutex mu_;
   std::condition_variable work_;  // the I/O thread waits: a queued buffer or stop
@@ -360,6 +384,32 @@ std::optional<std::uint64_t> parse_name(const std::string& name, const char* suf
 FileSystem& posix_file_system() {
   static PosixFileSystem fs;
   return fs;
+}
+
+std::vector<std::byte> AsyncBufferPool::take(std::size_t bytes) {
+  std::vector<std::byte> b;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!kept_.empty()) {
+      b = std::move(kept_.back());
+      kept_.pop_back();
+    }
+  }
+  b.clear();
+  b.reserve(bytes);
+  return b;
+}
+
+void AsyncBufferPool::give(std::vector<std::byte> buffer) {
+  if (buffer.capacity() == 0) return;
+  buffer.clear();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (kept_.size() < max_kept_) kept_.push_back(std::move(buffer));
+}
+
+std::size_t AsyncBufferPool::kept() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return kept_.size();
 }
 
 std::unique_ptr<WritableFile> make_async_writable_file(std::unique_ptr<WritableFile> file,
@@ -583,7 +633,11 @@ Result<std::unique_ptr<PendingCheckpoint>> CheckpointStorage::begin(std::uint64_
   }
   Result<std::unique_ptr<WritableFile>> file = fs_->create_file(data_path(id) + kTmpSuffix);
   if (!file.ok()) return file.status();
-  if (options_.io_thread) *file = make_async_writable_file(std::move(*file), options_.io_buffers);
+  if (options_.io_thread) {
+    AsyncFileOptions io = options_.io_buffers;
+    io.pool = &io_pool_;
+    *file = make_async_writable_file(std::move(*file), io);
+  }
   return Result<std::unique_ptr<PendingCheckpoint>>(
       std::unique_ptr<PendingCheckpoint>(new PendingCheckpoint(this, id, std::move(*file))));
 }

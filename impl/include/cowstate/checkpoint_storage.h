@@ -52,6 +52,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -130,11 +131,36 @@ class FaultInjectionFileSystem final : public FileSystem {
   bool injected_ = false;
 };
 
+// Buffers of async files (below), kept from one file to the next, so that each checkpoint
+// fills memory the process already has: glibc returns freed blocks of a megabyte to the
+// kernel, and every page of a fresh one is a page fault again. Thread-safe; it must outlive
+// the files that use it.
+class AsyncBufferPool {
+ public:
+  explicit AsyncBufferPool(std::size_t max_kept = 4) : max_kept_(max_kept) {}
+  AsyncBufferPool(const AsyncBufferPool&) = delete;
+  AsyncBufferPool& operator=(const AsyncBufferPool&) = delete;
+
+  // An empty buffer with room for `bytes`: a kept one if it is large enough.
+  std::vector<std::byte> take(std::size_t bytes);
+  // Keeps `buffer`, emptied, unless max_kept are kept already.
+  void give(std::vector<std::byte> buffer);
+  std::size_t kept() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::size_t max_kept_;
+  std::vector<std::vector<std::byte>> kept_;
+};
+
 struct AsyncFileOptions {
   // Bytes gathered before they are handed to the I/O thread. At least 4096.
   std::size_t buffer_bytes = std::size_t{1} << 20;
   // Buffers in all: the one being filled plus those queued or being written. At least 2.
   std::size_t buffers = 3;
+  // Where buffers come from and go back to when the file is closed or destroyed; null: the
+  // file allocates its own and frees them.
+  AsyncBufferPool* pool = nullptr;
 };
 
 // Wraps `file` so that its appends are written by a thread of its own: append() copies the
@@ -223,7 +249,7 @@ class CheckpointStorage {
  private:
   friend class PendingCheckpoint;
   CheckpointStorage(std::string dir, FileSystem& fs, StorageOptions options)
-      : dir_(std::move(dir)), fs_(&fs), options_(options) {}
+      : dir_(std::move(dir)), fs_(&fs), options_(options), io_pool_(options.io_buffers.buffers) {}
   Status clean();
   Status publish(PendingCheckpoint& p);
   Status prune();
@@ -237,6 +263,7 @@ class CheckpointStorage {
   std::string dir_;
   FileSystem* fs_;
   StorageOptions options_;
+  AsyncBufferPool io_pool_;  // the data files' buffers, with io_thread
 };
 
 }  // namespace cowstate
