@@ -544,8 +544,9 @@ void BackendSimulation::start() {
   }
   dir_ = tmpl;
   fs_ = std::make_unique<FaultInjectionFileSystem>(posix_file_system());
-  StorageOptions options;  // io_thread off: an injected error meets the append that caused it
+  StorageOptions options;
   options.retain = kRetain;
+  options.io_thread = false;  // every write on the simulated task, errors where they happen
   auto storage = CheckpointStorage::open(dir_ + "/checkpoints", *fs_, options);
   if (!storage.ok()) throw ScenarioInvalid{0, "checkpoint storage: " + storage.status().message()};
   storage_ = std::move(*storage);

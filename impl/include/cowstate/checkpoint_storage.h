@@ -185,9 +185,10 @@ struct StorageOptions {
   // Complete checkpoints kept; older ones are removed after each commit. At least 1.
   std::size_t retain = 3;
   // Write each data file through make_async_writable_file (a thread per pending
-  // checkpoint). Off by default: the simulator and the fault tests want every write on the
-  // calling thread, where an injected error is reported by the append that met it.
-  bool io_thread = false;
+  // checkpoint), so that building the bytes and the kernel's copy of them overlap. Off, every
+  // write happens on the calling thread and an error is reported by the append that met
+  // it, which the simulator wants (its runs must be deterministic).
+  bool io_thread = true;
   // Its buffers, with io_thread.
   AsyncFileOptions io_buffers;
 };
