@@ -18,6 +18,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -631,12 +632,18 @@ Result<std::unique_ptr<PendingCheckpoint>> CheckpointStorage::begin(std::uint64_
                          " is not above the latest complete checkpoint " + std::to_string(**last) +
                          ": checkpoint ids must grow");
   }
-  Result<std::unique_ptr<WritableFile>> file = fs_->create_file(data_path(id) + kTmpSuffix);
+  const std::string tmp = data_path(id) + kTmpSuffix;
+  Result<std::unique_ptr<WritableFile>> file = fs_->create_file(tmp);
   if (!file.ok()) return file.status();
   if (options_.io_thread) {
     AsyncFileOptions io = options_.io_buffers;
     io.pool = &io_pool_;
-    *file = make_async_writable_file(std::move(*file), io);
+    try {
+      *file = make_async_writable_file(std::move(*file), io);
+    } catch (const std::system_error& e) {  // no thread to be had; the file is closed
+      (void)fs_->remove_file(tmp);
+      return Status::error(tmp + ": cannot start the I/O thread: " + e.what());
+    }
   }
   return Result<std::unique_ptr<PendingCheckpoint>>(
       std::unique_ptr<PendingCheckpoint>(new PendingCheckpoint(this, id, std::move(*file))));
