@@ -390,12 +390,19 @@ class CowStateMap {
                         const N& ns, std::uint32_t* prev) const;
   // Copies the chain prefix of bucket `b` up to `until` where shared; returns the
   // writable entry standing for `until`.
-  std::uint32_t copy_chain_prefix(Table& table, std::uint32_t b, std::uint32_t until,
-                                  std::uint32_t h);
-  std::uint32_t copy_entry(std::uint32_t src);
+  // An entry's pool slot and its address, so that a caller holding one does not compute the
+  // address again (at() is a few instructions, and a store to an entry makes the compiler
+  // redo them).
+  struct SlotRef {
+    std::uint32_t index;
+    Entry* entry;
+  };
+  SlotRef copy_chain_prefix(Table& table, std::uint32_t b, std::uint32_t until, std::uint32_t h);
+  // Copies entry `src` (`s` = at(src)) into a free slot and retires `src`.
+  SlotRef copy_entry(std::uint32_t src, const Entry& s);
   // copy_entry's uncommon case: gives the pool a free slot and the retirement log room for
   // a record, then copies.
-  [[gnu::noinline]] std::uint32_t make_room_and_copy(std::uint32_t src);
+  [[gnu::noinline]] SlotRef make_room_and_copy(std::uint32_t src, const Entry& s);
   void retire_entry(std::uint32_t index);
   void retire_state(S* state, std::uint32_t birth);
   // Unlinks entry `i` (predecessor `prev`, 0 for the head) and disposes of it.
@@ -418,7 +425,7 @@ class CowStateMap {
   // Inserts a new entry at the head of the bucket (grows first if needed).
   void insert_new(Table* table, std::uint32_t hash, const K& key, const N& ns, S&& state);
   // Returns the writable entry for (key, ns) found at `idx` in `table`.
-  std::uint32_t make_writable(Table& table, std::uint32_t b, std::uint32_t idx, std::uint32_t h);
+  SlotRef make_writable(Table& table, std::uint32_t b, std::uint32_t idx, std::uint32_t h);
   // Any thread. `heads` is the snapshot's head array, kept for the next snapshot.
   bool release_snapshot(std::uint32_t version, std::vector<std::uint32_t>&& heads);
   static S& state_ref(Entry& e) noexcept {
@@ -919,65 +926,66 @@ void CowStateMap<K, N, S, H>::retire_state(S* state, std::uint32_t birth) {
 }
 
 template <class K, class N, class S, class H>
-std::uint32_t CowStateMap<K, N, S, H>::copy_entry(std::uint32_t src) {
+auto CowStateMap<K, N, S, H>::copy_entry(std::uint32_t src, const Entry& s) -> SlotRef {
   // The common case calls nothing, so it needs no saved registers: a free slot to reuse
   // and room for the retirement record; making them is out of line, and then comes back.
   if (!pool_.has_free_slot() || !retired_entries_.has_room()) [[unlikely]]
-    return make_room_and_copy(src);
+    return make_room_and_copy(src, s);
   const std::uint32_t idx = pool_.reuse_free_slot();
-  const Entry& s = at(src);
-  new (&at(idx)) Entry{s.key, s.state, s.ns, s.next, s.hash, map_version_, s.state_version};
+  Entry* copy =
+      new (&at(idx)) Entry{s.key, s.state, s.ns, s.next, s.hash, map_version_, s.state_version};
   retired_entries_.append_unchecked(RetiredEntry{src, s.entry_version, map_version_});
-  return idx;
+  return {idx, copy};
 }
 
 template <class K, class N, class S, class H>
-std::uint32_t CowStateMap<K, N, S, H>::make_room_and_copy(std::uint32_t src) {
-  pool_.ensure_free_slot();
+auto CowStateMap<K, N, S, H>::make_room_and_copy(std::uint32_t src, const Entry& s) -> SlotRef {
+  pool_.ensure_free_slot();  // a new chunk at most: `s` stays where it is
   if (!retired_entries_.has_room()) retired_entries_.grow();
-  return copy_entry(src);
+  return copy_entry(src, s);
 }
 
 template <class K, class N, class S, class H>
-std::uint32_t CowStateMap<K, N, S, H>::copy_chain_prefix(Table& table, std::uint32_t b,
-                                                         std::uint32_t until, std::uint32_t h) {
+auto CowStateMap<K, N, S, H>::copy_chain_prefix(Table& table, std::uint32_t b, std::uint32_t until,
+                                                std::uint32_t h) -> SlotRef {
   std::uint32_t current = table[b];
-  std::uint32_t copy;
-  if (must_copy_entry(at(current).entry_version, h)) {
-    copy = copy_entry(current);
-    table[b] = copy;
-  } else {
-    copy = current;
+  Entry* cur = &at(current);  // the chain's entry (not its copy)
+  SlotRef copy{current, cur};
+  if (must_copy_entry(cur->entry_version, h)) {
+    copy = copy_entry(current, *cur);
+    table[b] = copy.index;
   }
   while (current != until) {
     COWSTATE_YIELD("map.copy_chain_prefix");
-    current = at(current).next;
+    current = cur->next;
     COWSTATE_ASSERT(current != 0, "I5", "entry to copy up to is not in its chain");
-    if (must_copy_entry(at(current).entry_version, h)) {
-      const std::uint32_t c = copy_entry(current);
-      COWSTATE_ASSERT(at(copy).entry_version >= h, "I3", "relinking a shared entry");
-      at(copy).next = c;
+    cur = &at(current);
+    if (must_copy_entry(cur->entry_version, h)) {
+      const SlotRef c = copy_entry(current, *cur);
+      COWSTATE_ASSERT(copy.entry->entry_version >= h, "I3", "relinking a shared entry");
+      copy.entry->next = c.index;
       copy = c;
     } else {
-      copy = current;
+      copy = {current, cur};
     }
   }
   return copy;
 }
 
 template <class K, class N, class S, class H>
-std::uint32_t CowStateMap<K, N, S, H>::make_writable(Table& table, std::uint32_t b,
-                                                     std::uint32_t idx, std::uint32_t h) {
-  if (must_copy_entry(at(idx).entry_version, h) && !COWSTATE_MUTANT(skip_chain_prefix_copy))
+auto CowStateMap<K, N, S, H>::make_writable(Table& table, std::uint32_t b, std::uint32_t idx,
+                                            std::uint32_t h) -> SlotRef {
+  Entry& e = at(idx);
+  if (must_copy_entry(e.entry_version, h) && !COWSTATE_MUTANT(skip_chain_prefix_copy))
       [[unlikely]] {
     if (table[b] == idx) {  // the head (most chains are one entry long): copy it alone
-      idx = copy_entry(idx);
-      table[b] = idx;
-    } else {
-      idx = copy_chain_prefix(table, b, idx, h);
+      const SlotRef c = copy_entry(idx, e);
+      table[b] = c.index;
+      return c;
     }
+    return copy_chain_prefix(table, b, idx, h);
   }
-  return idx;
+  return {idx, &e};
 }
 
 template <class K, class N, class S, class H>
@@ -1069,20 +1077,19 @@ S* CowStateMap<K, N, S, H>::get_mutable(const K& key, const N& ns) {
   std::uint32_t i = find_in(t, b, hash, key, ns, nullptr);
   if (i == 0) return nullptr;
   if constexpr (kInline) {
-    i = make_writable(t, b, i, h);
-    return &at(i).state;
+    return &make_writable(t, b, i, h).entry->state;
   } else {
-    if (must_copy_state(at(i).state_version, h) && !COWSTATE_MUTANT(shared_state_mutable)) {
-      i = make_writable(t, b, i, h);
-      Entry& e = at(i);
-      S* fresh = new_state(*e.state);
-      retire_state(e.state, e.state_version);
-      e.state = fresh;
-      e.state_version = map_version_;
+    Entry* e = &at(i);
+    if (must_copy_state(e->state_version, h) && !COWSTATE_MUTANT(shared_state_mutable)) {
+      e = make_writable(t, b, i, h).entry;
+      S* fresh = new_state(*e->state);
+      retire_state(e->state, e->state_version);
+      e->state = fresh;
+      e->state_version = map_version_;
     }
-    COWSTATE_ASSERT(at(i).state_version >= h || COWSTATE_MUTANT(shared_state_mutable), "I4",
+    COWSTATE_ASSERT(e->state_version >= h || COWSTATE_MUTANT(shared_state_mutable), "I4",
                     "handing out a shared state mutably");
-    return at(i).state;
+    return e->state;
   }
 }
 
@@ -1094,8 +1101,7 @@ inline void CowStateMap<K, N, S, H>::put(const K& key, const N& ns, S state) {
   Table& t = *tp;
   std::uint32_t i = find_in(t, b, hash, key, ns, nullptr);
   if (i != 0) {
-    i = make_writable(t, b, i, h);
-    assign_state(at(i), std::move(state), h);
+    assign_state(*make_writable(t, b, i, h).entry, std::move(state), h);
     return;
   }
   insert_new(&t, hash, key, ns, std::move(state));
@@ -1109,9 +1115,9 @@ std::optional<S> CowStateMap<K, N, S, H>::put_and_get_old(const K& key, const N&
   Table& t = *tp;
   std::uint32_t i = find_in(t, b, hash, key, ns, nullptr);
   if (i != 0) {
-    i = make_writable(t, b, i, h);
-    std::optional<S> old(take_old_state(at(i), h));
-    assign_state(at(i), std::move(state), h);
+    Entry& e = *make_writable(t, b, i, h).entry;
+    std::optional<S> old(take_old_state(e, h));
+    assign_state(e, std::move(state), h);
     return old;
   }
   insert_new(&t, hash, key, ns, std::move(state));
@@ -1128,8 +1134,7 @@ void CowStateMap<K, N, S, H>::transform(const K& key, const N& ns, const T& valu
   std::uint32_t i = find_in(t, b, hash, key, ns, nullptr);
   if (i != 0) {
     S fresh = std::invoke(fn, static_cast<const S*>(&state_ref(at(i))), value);
-    i = make_writable(t, b, i, h);
-    assign_state(at(i), std::move(fresh), h);
+    assign_state(*make_writable(t, b, i, h).entry, std::move(fresh), h);
     return;
   }
   S fresh = std::invoke(fn, static_cast<const S*>(nullptr), value);
@@ -1168,10 +1173,10 @@ void CowStateMap<K, N, S, H>::unlink(Table& t, std::uint32_t b, std::uint32_t i,
   if (prev == 0) {
     t[b] = at(i).next;
   } else {
-    prev = make_writable(t, b, prev, h);
-    COWSTATE_ASSERT(at(prev).entry_version >= h || COWSTATE_MUTANT(skip_chain_prefix_copy), "I3",
+    Entry& p = *make_writable(t, b, prev, h).entry;
+    COWSTATE_ASSERT(p.entry_version >= h || COWSTATE_MUTANT(skip_chain_prefix_copy), "I3",
                     "unlinking through a shared entry");
-    at(prev).next = at(i).next;
+    p.next = at(i).next;
   }
   if (&t == &primary_) {
     --primary_size_;
@@ -1232,10 +1237,13 @@ void CowStateMap<K, N, S, H>::incremental_rehash(std::uint32_t h) {
     std::uint32_t e = primary_[idx];
     while (e != 0) {
       COWSTATE_YIELD("map.rehash_move");
-      if (must_copy_entry(at(e).entry_version, h) && !COWSTATE_MUTANT(no_copy_in_rehash)) {
-        e = copy_entry(e);
+      Entry* ep = &at(e);
+      if (must_copy_entry(ep->entry_version, h) && !COWSTATE_MUTANT(no_copy_in_rehash)) {
+        const SlotRef c = copy_entry(e, *ep);
+        e = c.index;
+        ep = c.entry;
       }
-      Entry& moved = at(e);
+      Entry& moved = *ep;
       const std::uint32_t next = moved.next;
       const std::uint32_t pos = hash_of(moved) & new_mask;
       moved.next = rehash_[pos];
