@@ -424,8 +424,10 @@ class CowStateMap {
   S take_old_state(Entry& e, std::uint32_t h);
   // Inserts a new entry at the head of the bucket (grows first if needed).
   void insert_new(Table* table, std::uint32_t hash, const K& key, const N& ns, S&& state);
-  // Returns the writable entry for (key, ns) found at `idx` in `table`.
-  SlotRef make_writable(Table& table, std::uint32_t b, std::uint32_t idx, std::uint32_t h);
+  // Returns the writable entry for (key, ns) found at `idx` in `table`. Always inline: its
+  // common case is a load and a compare, and a call would cost every put more than that.
+  [[gnu::always_inline]] SlotRef make_writable(Table& table, std::uint32_t b, std::uint32_t idx,
+                                               std::uint32_t h);
   // Any thread. `heads` is the snapshot's head array, kept for the next snapshot.
   bool release_snapshot(std::uint32_t version, std::vector<std::uint32_t>&& heads);
   static S& state_ref(Entry& e) noexcept {
@@ -973,8 +975,8 @@ auto CowStateMap<K, N, S, H>::copy_chain_prefix(Table& table, std::uint32_t b, s
 }
 
 template <class K, class N, class S, class H>
-auto CowStateMap<K, N, S, H>::make_writable(Table& table, std::uint32_t b, std::uint32_t idx,
-                                            std::uint32_t h) -> SlotRef {
+inline auto CowStateMap<K, N, S, H>::make_writable(Table& table, std::uint32_t b, std::uint32_t idx,
+                                                   std::uint32_t h) -> SlotRef {
   Entry& e = at(idx);
   if (must_copy_entry(e.entry_version, h) && !COWSTATE_MUTANT(skip_chain_prefix_copy))
       [[unlikely]] {
