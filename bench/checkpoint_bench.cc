@@ -16,11 +16,10 @@
 // MB/s = checkpoint bytes / time (1 MB = 1e6 bytes). Each figure is the median of --reps
 // samples; time is the thread's CPU time (user + system: the write(2) and read(2) copies
 // count), so other load on a shared machine does not count; --wall uses the monotonic
-// clock instead. The target for write is met by either write column. Cases: u64 -> int64 and u64 ->
-// 32-byte string value states (VoidNamespace), uncompressed, LZ4 and zstd (level 1). Targets
-// (uncompressed): write >= 1000 MB/s, restore
-// >= 500 MB/s. A benchmark, never a test: it exits non-zero only when a restore does not
-// give back what was written.
+// clock instead. Cases: u64 -> int64 and u64 -> 32-byte string value states (VoidNamespace),
+// uncompressed, LZ4 and zstd (level 1). Targets (uncompressed): write >= 1000 MB/s (by
+// either write column), restore >= 500 MB/s. A benchmark, never a test: it exits non-zero
+// only when a restore does not give back what was written.
 #include <malloc.h>
 #include <time.h>
 

@@ -23,35 +23,19 @@
 #include "cowstate/checkpoint_storage.h"
 #include "cowstate/sim/random.h"
 #include "memory_file.h"
-
-namespace {
+#include "stress_env.h"
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_bound() {
-  const char* s = std::getenv("COWSTATE_STRESS_SECONDS");
-  const double v = s == nullptr ? 0.0 : std::strtod(s, nullptr);
-  return v > 0 ? v : 2.0;
-}
-
-std::uint64_t seed_from_env() {
-  if (const char* s = std::getenv("COWSTATE_STRESS_SEED"); s != nullptr && *s != '\0') {
-    return std::strtoull(s, nullptr, 0);
-  }
-  return static_cast<std::uint64_t>(Clock::now().time_since_epoch().count());
-}
-
-}  // namespace
 
 TEST_CASE(
     "an async file written, synced and closed on one thread while its I/O thread writes "
     "keeps every byte in order and reports the first error",
     "[stress][threads][async]") {
-  const std::uint64_t seed = seed_from_env();
+  const std::uint64_t seed = stress_env::seed();
   INFO("COWSTATE_STRESS_SEED=" << seed);
   cowstate::sim::Prng rng(seed);
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(seconds_bound()));
+                                           std::chrono::duration<double>(stress_env::seconds()));
   cowstate::AsyncBufferPool pool(3);  // half the files share it
   std::uint64_t files = 0;
   std::uint64_t failed = 0;

@@ -299,8 +299,10 @@ TEST_CASE(
   CHECK(std::equal(kept.begin(), kept.end(), data.begin()));
 }
 
-TEST_CASE("an async file's sync error is reported, and the file is closed once",
-          "[storage][async]") {
+TEST_CASE(
+    "an async file's sync error is reported after every byte was drained, and close reports "
+    "it again and closes the file",
+    "[storage][async]") {
   memory_file::Record rec;
   rec.fail_sync = 1;
   auto file = cowstate::make_async_writable_file(std::make_unique<memory_file::MemoryFile>(&rec));
@@ -313,19 +315,26 @@ TEST_CASE("an async file's sync error is reported, and the file is closed once",
   CHECK(rec.bytes() == data);  // drained before the sync
 }
 
-TEST_CASE("an async file destroyed without close drops what is queued and closes the file",
-          "[storage][async]") {
+TEST_CASE(
+    "an async file destroyed without close stops its thread, leaves whole buffers in order "
+    "and never calls close",
+    "[storage][async]") {
   memory_file::Record rec;
   rec.slow = true;
+  const std::vector<std::byte> data = pattern(4096 * 8 + 100, 4);
   {
     auto file = cowstate::make_async_writable_file(std::make_unique<memory_file::MemoryFile>(&rec),
                                                    {.buffer_bytes = 4096, .buffers = 4});
-    const std::vector<std::byte> data = pattern(4096 * 8, 4);
     REQUIRE(file->append(data).ok());
   }
-  // Whatever was written is a prefix of whole buffers; nothing is written afterwards.
-  for (const auto& a : rec.appends) CHECK(a.size() == 4096);
+  // The thread is joined and the wrapped file destroyed; what reached it is a prefix of
+  // whole buffers (the last, partial one is never handed over), and no close() came.
+  CHECK(rec.destroyed);
+  CHECK_FALSE(rec.closed);
   CHECK(rec.appends.size() <= 8);
+  for (const auto& a : rec.appends) CHECK(a.size() == 4096);
+  const std::vector<std::byte> kept = rec.bytes();
+  CHECK(std::equal(kept.begin(), kept.end(), data.begin()));
 }
 
 TEST_CASE("async files take their buffers from a pool and give them back", "[storage][async]") {

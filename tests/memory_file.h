@@ -24,7 +24,8 @@ struct Record {
   bool slow = false;                            // yield the thread in every append
   std::uint64_t append_calls = 0;               // appends tried, the failing one included
   std::uint64_t sync_calls = 0;                 // syncs tried, the failing one included
-  bool closed = false;
+  bool closed = false;                          // close() was called
+  bool destroyed = false;  // the file object is gone (closed silently if not before)
 
   // Whether the chosen failure happened.
   bool failed() const {
@@ -43,6 +44,9 @@ struct Record {
 class MemoryFile final : public cowstate::WritableFile {
  public:
   explicit MemoryFile(Record* record) : r_(record) {}
+  ~MemoryFile() override { r_->destroyed = true; }
+  MemoryFile(const MemoryFile&) = delete;
+  MemoryFile& operator=(const MemoryFile&) = delete;
   cowstate::Status append(std::span<const std::byte> bytes) override {
     if (r_->slow) std::this_thread::yield();
     if (++r_->append_calls == r_->fail_append) {

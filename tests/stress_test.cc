@@ -41,6 +41,7 @@
 #include "cowstate/serializers.h"
 #include "cowstate/sim/random.h"
 #include "cowstate/snapshot_io.h"
+#include "stress_env.h"
 
 namespace {
 
@@ -52,20 +53,6 @@ using Clock = std::chrono::steady_clock;
 using Rng = cowstate::sim::Prng;
 
 // --- configuration ---------------------------------------------------------------------------
-
-double stress_seconds() {
-  const char* s = std::getenv("COWSTATE_STRESS_SECONDS");
-  if (s == nullptr || *s == '\0') return 2.0;
-  const double v = std::strtod(s, nullptr);
-  return v > 0 ? v : 2.0;
-}
-
-std::uint64_t stress_seed() {
-  if (const char* s = std::getenv("COWSTATE_STRESS_SEED"); s != nullptr && *s != '\0') {
-    return std::strtoull(s, nullptr, 0);
-  }
-  return static_cast<std::uint64_t>(Clock::now().time_since_epoch().count());
-}
 
 constexpr std::uint64_t kKeys = 512;           // keys 0..511
 constexpr std::int32_t kNamespaces = 3;        // namespaces 0..2
@@ -393,8 +380,8 @@ void check_live(Map<S>& map, const Image<S>& mirror, Failures& failures, const c
 
 template <class S>
 void run_stress(const char* label) {
-  const double seconds = stress_seconds();
-  const std::uint64_t seed = stress_seed();
+  const double seconds = stress_env::seconds();
+  const std::uint64_t seed = stress_env::seed();
   INFO("COWSTATE_STRESS_SEED=" << seed << " COWSTATE_STRESS_SECONDS=" << seconds);
 
   Failures failures;

@@ -211,7 +211,7 @@ class AsyncWritableFile final : public WritableFile {
       fill_.insert(fill_.end(), bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n));
       bytes = bytes.subspan(n);
       if (fill_.size() == buffer_bytes_) {
-        if (Status st = hand_over(/*wait_for_spare=*/true); !st.ok()) return st;
+        if (Status st = hand_over(); !st.ok()) return st;
       }
     }
     return Status();
@@ -242,16 +242,15 @@ class AsyncWritableFile final : public WritableFile {
 
  private:
   // Queues `fill_` and gives the caller an empty buffer: a spare one, a new one while fewer
-  // than `buffers_` exist, or (wait_for_spare) the next one the I/O thread gives back.
-  // Returns the file's error, if any, instead.
-  Status hand_over(bool wait_for_spare) {
+  // than `buffers_` exist, or else the next one the I/O thread gives back. Returns the
+  // file's error, if any, instead.
+  Status hand_over() {
     std::unique_lock<std::mutex> lock(mu_);
     if (!error_.ok()) return error_;
     queue_.push_back(std::move(fill_));
     ++pending_;
     work_.notify_one();
     fill_ = std::vector<std::byte>();
-    if (!wait_for_spare) return Status();
     if (spare_.empty() && allocated_ < buffers_) {
       ++allocated_;
       lock.unlock();
@@ -268,14 +267,10 @@ class AsyncWritableFile final : public WritableFile {
   // Queues what was filled and waits until every queued buffer is written; the file's error.
   Status drain() {
     if (!fill_.empty()) {
-      if (Status st = hand_over(/*wait_for_spare=*/false); !st.ok()) return st;
+      if (Status st = hand_over(); !st.ok()) return st;
     }
     std::unique_lock<std::mutex> lock(mu_);
     done_.wait(lock, [this] { return pending_ == 0; });
-    if (fill_.capacity() == 0 && !spare_.empty()) {
-      fill_ = std::move(spare_.back());
-      spare_.pop_back();
-    }
     return error_;
   }
 

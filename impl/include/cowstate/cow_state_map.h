@@ -1296,7 +1296,7 @@ auto CowStateMap<K, N, S, H>::snapshot() -> Snapshot {
   const std::size_t span = std::size_t{cap} + rehash_index_;
   const std::size_t length =
       COWSTATE_MUTANT(snapshot_array_capacity_only) ? span : std::max(span, std::size_t{size()});
-  heads.clear();  // its capacity is kept: the map's capacity never shrinks
+  heads.clear();  // the old heads are not worth the copy a growing reserve() would make
   if (!rehashing()) {
     // Copied straight from the table (no zero-fill first); zeros only past the capacity.
     heads.reserve(length);
