@@ -68,6 +68,35 @@ TEST_CASE("entry pool slots 64w + 1 .. 64w + 63 lie next to each other in memory
   }
 }
 
+// A lookup reads an entry's key and then its state: an entry whose size divides a cache
+// line must sit within one line (malloc's 16-byte alignment put every other 32-byte entry
+// across two), and so must a box of such a size.
+TEST_CASE("pool slots whose size divides 64 never straddle a cache line", "[map][pool]") {
+  struct Entry32 {
+    std::uint64_t a, b, c, d;
+  };
+  auto straddles = [](const void* p, std::size_t size) {
+    const auto at = reinterpret_cast<std::uintptr_t>(p);
+    return at / 64 != (at + size - 1) / 64;
+  };
+  cowstate::EntryPool<Entry32> entries;
+  std::size_t entry_straddles = 0;
+  for (std::uint32_t i = 1; i <= 70000; ++i) {  // chunks 0..10, the large ones mmapped
+    REQUIRE(entries.allocate() == i);
+    if (straddles(&entries.at(i), sizeof(Entry32))) ++entry_straddles;
+  }
+  CHECK(entry_straddles == 0);
+  cowstate::BoxPool<Entry32> boxes;
+  std::vector<Entry32*> held;
+  std::size_t box_straddles = 0;
+  for (int i = 0; i < 70000; ++i) {
+    held.push_back(boxes.allocate());
+    if (straddles(held.back(), sizeof(Entry32))) ++box_straddles;
+  }
+  CHECK(box_straddles == 0);
+  for (Entry32* b : held) boxes.deallocate(b);
+}
+
 // Boxed states come from the map's BoxPool: distinct, aligned boxes, handed out in address
 // order within a chunk, a freed box reused first (LIFO), chunks doubling up to a cap.
 TEST_CASE("box pool hands out distinct aligned boxes and reuses freed ones first", "[map][pool]") {

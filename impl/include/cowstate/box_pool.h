@@ -38,6 +38,9 @@ template <class T>
 class BoxPool {
  public:
   static constexpr std::size_t kFirstChunkBoxes = 64;
+  // Chunks start on a cache line (as EntryPool's): a box whose size divides 64 never
+  // straddles two lines.
+  static constexpr std::size_t kChunkAlign = alignof(T) > 64 ? alignof(T) : 64;
   static constexpr std::size_t kMaxChunkBoxes = std::size_t{1} << 16;
 
   BoxPool() = default;
@@ -46,7 +49,7 @@ class BoxPool {
   ~BoxPool() {
     for (const Chunk& c : chunks_) {
       COWSTATE_UNPOISON(c.slots, c.count * sizeof(Slot));
-      ::operator delete (c.slots, std::align_val_t{alignof(Slot)});
+      ::operator delete (c.slots, std::align_val_t{kChunkAlign});
     }
   }
 
@@ -95,7 +98,7 @@ class BoxPool {
         chunks_.empty() ? kFirstChunkBoxes : std::min(chunks_.back().count * 2, kMaxChunkBoxes);
     chunks_.reserve(chunks_.size() + 1);  // no leak if push_back would throw
     auto* slots =
-        static_cast<Slot*>(::operator new (count * sizeof(Slot), std::align_val_t{alignof(Slot)}));
+        static_cast<Slot*>(::operator new (count * sizeof(Slot), std::align_val_t{kChunkAlign}));
     chunks_.push_back(Chunk{slots, count});
     COWSTATE_POISON(slots, count * sizeof(Slot));
     next_ = slots;

@@ -33,6 +33,10 @@ class EntryPool {
   static constexpr unsigned kMaxChunks = 32 - kFirstChunkLog2;
   // Every chunk starts at a slot 64m + 1: slots 64w + r, r in [1, 63], are contiguous.
   static constexpr std::uint32_t kRunSlots = 1u << kFirstChunkLog2;
+  // Chunks start on a cache line, so an entry whose size divides 64 never straddles two
+  // lines. malloc's 16-byte alignment put every other 32-byte entry across a line
+  // boundary: a lookup that read the key from one line read the state from the next.
+  static constexpr std::size_t kChunkAlign = alignof(T) > 64 ? alignof(T) : 64;
 
   EntryPool() = default;
   EntryPool(const EntryPool&) = delete;
@@ -40,7 +44,7 @@ class EntryPool {
   ~EntryPool() {
     for (unsigned k = 0; k < kMaxChunks; ++k) {
       if (chunks_[k] != nullptr) {
-        ::operator delete (chunks_[k], std::align_val_t{alignof(T)});
+        ::operator delete (chunks_[k], std::align_val_t{kChunkAlign});
       }
     }
   }
@@ -121,7 +125,7 @@ class EntryPool {
     if (chunks_[k] == nullptr) {
       const std::size_t slots = std::size_t{1} << (kFirstChunkLog2 + k);
       chunks_[k] =
-          static_cast<T*>(::operator new (slots * sizeof(T), std::align_val_t{alignof(T)}));
+          static_cast<T*>(::operator new (slots * sizeof(T), std::align_val_t{kChunkAlign}));
       base_[k] = reinterpret_cast<std::uintptr_t>(chunks_[k]) - slots * sizeof(T);
     }
     return i;
