@@ -111,6 +111,10 @@ TEST_CASE("parse errors name file, line and column, what was expected and what w
   CHECK(parse_error("expect s9 = {}\n") ==
         "t.scenario:1:8: expected 'live' or a snapshot started above (none yet), found 's9'");
   CHECK(parse_error("writer: put k=1 v=1 $\n") == "t.scenario:1:21: unexpected character '$'");
+  // A byte that is not printable ASCII is shown as two hex digits.
+  CHECK(parse_error("writer: put k=1 v=1 \xff\n") ==
+        "t.scenario:1:21: unexpected character '\\xff'");
+  CHECK(parse_error("\x01") == "t.scenario:1:1: unexpected character '\\x01'");
   CHECK(parse_error(std::string("writer: get k=1\0\n", 17)) ==
         "t.scenario:1:16: expected text, found a NUL byte");
   CHECK(parse_error("writer put k=1 v=1\n") == "t.scenario:1:8: expected ':', found 'put'");
@@ -473,8 +477,8 @@ TEST_CASE("TTL parse errors name file, line and column, what was expected and wh
         "t.scenario:2:8: expected a clock action (advance MS), found 'step'");
   CHECK(parse_error(t + "writer: cleanup s=sum n=3\n") ==
         "t.scenario:2:19: expected a state with TTL (count, events or attrs), found 'sum'");
-  CHECK(parse_error(t + "writer: cleanup s=count n=0\n")
-            == "t.scenario:2:27: expected a number of entries to visit or 'all' in [1, 1048576], found 0");
+  CHECK(parse_error(t + "writer: cleanup s=count n=0\n") ==
+        "t.scenario:2:27: expected a number of entries to visit or 'all' in [1, 1048576], found 0");
   CHECK(parse_error(t + "clock: advance 5 pause at map.insert_new\n") ==
         "t.scenario:2:18: expected end of line (`advance` has no yield point), found 'pause'");
   CHECK(parse_error("config workload=backend\nwriter: checkpoint clock\n") ==

@@ -253,6 +253,11 @@ TEST_CASE("case files round trip and bad ones name the line", "[sim][case]") {
   CHECK(error == "z.case:1: expected a seed (unsigned integer), found 'one'");
   CHECK_FALSE(parse_case("# only a comment\nseed 3\n", "w.case", &error).has_value());
   CHECK(error == "w.case:0: missing options line");
+  // Bytes from a binary or mis-encoded file are quoted as hex, not copied into the message.
+  CHECK_FALSE(parse_case("\xff\xfe x\n", "b.case", &error).has_value());
+  CHECK(error ==
+        "b.case:1: unknown key '\\xff\\xfe' (expected seed, strategy, pct_depth, workload, "
+        "options, outcome, check or trace_hash)");
 }
 
 namespace {

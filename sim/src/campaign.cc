@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cowstate/assert.h"
+#include "cowstate/sim/text.h"
 
 namespace cowstate::sim {
 
@@ -122,7 +123,7 @@ std::optional<CaseSpec> parse_case(const std::string& text, const std::string& f
   std::string line;
   int number = 0;
   auto fail = [&](const std::string& what) {
-    *error = file_name + ":" + std::to_string(number) + ": " + what;
+    *error = file_name + ":" + std::to_string(number) + ": " + printable(what);
     return std::nullopt;
   };
   auto parse_u64 = [](const std::string& v, std::uint64_t* out) {

@@ -1,7 +1,7 @@
 // The scenario parser: one statement per line, errors at file:line:col saying what was
 // expected and what was found. Grammar in docs/scenario-format.md.
-#include <cctype>
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <limits>
 #include <map>
@@ -10,6 +10,7 @@
 
 #include "cowstate/hooks.h"
 #include "cowstate/sim/scenario.h"
+#include "cowstate/sim/text.h"
 
 namespace cowstate::sim {
 
@@ -178,11 +179,7 @@ std::vector<Token> tokenize(std::string_view line) {
       t.text = std::string(1, c);
       ++i;
     } else {
-      throw Failure{t.column, std::string("unexpected character '") +
-                                  (std::isprint(static_cast<unsigned char>(c))
-                                       ? std::string(1, c)
-                                       : "\\x" + std::to_string(static_cast<unsigned char>(c))) +
-                                  "'"};
+      throw Failure{t.column, "unexpected character '" + printable(std::string_view(&c, 1)) + "'"};
     }
     out.push_back(std::move(t));
   }
@@ -872,9 +869,8 @@ class Parser {
   // A name for a new serializer task (snapshot or checkpoint).
   void new_task_name(const Token& name, const std::string& what, const std::string& fresh) {
     if (name.text == "writer" || name.text == "releaser" || name.text == "clock" ||
-        name.text == "live" ||
-        name.text == "config" || name.text == "expect" || name.text == "kills" ||
-        name.text == "latest" || name.text == "none") {
+        name.text == "live" || name.text == "config" || name.text == "expect" ||
+        name.text == "kills" || name.text == "latest" || name.text == "none") {
       fail(name, what, "the reserved word '" + name.text + "'");
     }
     if (snapshots_.count(name.text)) {
