@@ -71,30 +71,46 @@ TEST_CASE("entry pool slots 64w + 1 .. 64w + 63 lie next to each other in memory
 // A lookup reads an entry's key and then its state: an entry whose size divides a cache
 // line must sit within one line (malloc's 16-byte alignment put every other 32-byte entry
 // across two), and so must a box of such a size.
-TEST_CASE("pool slots whose size divides 64 never straddle a cache line", "[map][pool]") {
-  struct Entry32 {
-    std::uint64_t a, b, c, d;
-  };
-  auto straddles = [](const void* p, std::size_t size) {
+namespace {
+
+template <std::size_t Bytes>
+struct SlotOf {
+  std::uint64_t words[Bytes / 8];
+};
+
+template <class T>
+std::pair<std::size_t, std::size_t> straddling_slots(std::uint32_t count) {
+  auto straddles = [](const void* p) {
     const auto at = reinterpret_cast<std::uintptr_t>(p);
-    return at / 64 != (at + size - 1) / 64;
+    return at / 64 != (at + sizeof(T) - 1) / 64;
   };
-  cowstate::EntryPool<Entry32> entries;
-  std::size_t entry_straddles = 0;
-  for (std::uint32_t i = 1; i <= 70000; ++i) {  // chunks 0..10, the large ones mmapped
+  std::pair<std::size_t, std::size_t> found{0, 0};  // entry pool, box pool
+  cowstate::EntryPool<T> entries;
+  for (std::uint32_t i = 1; i <= count; ++i) {  // chunks 0..10, the large ones mmapped
     REQUIRE(entries.allocate() == i);
-    if (straddles(&entries.at(i), sizeof(Entry32))) ++entry_straddles;
+    if (straddles(&entries.at(i))) ++found.first;
   }
-  CHECK(entry_straddles == 0);
-  cowstate::BoxPool<Entry32> boxes;
-  std::vector<Entry32*> held;
-  std::size_t box_straddles = 0;
-  for (int i = 0; i < 70000; ++i) {
+  cowstate::BoxPool<T> boxes;
+  std::vector<T*> held;
+  for (std::uint32_t i = 0; i < count; ++i) {
     held.push_back(boxes.allocate());
-    if (straddles(held.back(), sizeof(Entry32))) ++box_straddles;
+    if (straddles(held.back())) ++found.second;
   }
-  CHECK(box_straddles == 0);
-  for (Entry32* b : held) boxes.deallocate(b);
+  for (T* b : held) boxes.deallocate(b);
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("pool slots whose size divides 64 never straddle a cache line", "[map][pool]") {
+  auto check = [](std::pair<std::size_t, std::size_t> found, std::size_t bytes) {
+    INFO(bytes << "-byte slots");
+    CHECK(found.first == 0);   // entry pool
+    CHECK(found.second == 0);  // box pool
+  };
+  check(straddling_slots<SlotOf<16>>(70000), 16);
+  check(straddling_slots<SlotOf<32>>(70000), 32);
+  check(straddling_slots<SlotOf<64>>(70000), 64);
 }
 
 // Boxed states come from the map's BoxPool: distinct, aligned boxes, handed out in address

@@ -23,6 +23,8 @@
 #include <new>
 #include <vector>
 
+#include "cowstate/chunk_memory.h"
+
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
 #define COWSTATE_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
@@ -38,9 +40,6 @@ template <class T>
 class BoxPool {
  public:
   static constexpr std::size_t kFirstChunkBoxes = 64;
-  // Chunks start on a cache line (as EntryPool's): a box whose size divides 64 never
-  // straddles two lines.
-  static constexpr std::size_t kChunkAlign = alignof(T) > 64 ? alignof(T) : 64;
   static constexpr std::size_t kMaxChunkBoxes = std::size_t{1} << 16;
 
   BoxPool() = default;
@@ -49,7 +48,7 @@ class BoxPool {
   ~BoxPool() {
     for (const Chunk& c : chunks_) {
       COWSTATE_UNPOISON(c.slots, c.count * sizeof(Slot));
-      ::operator delete (c.slots, std::align_val_t{kChunkAlign});
+      detail::free_chunk(c.slots);
     }
   }
 
@@ -96,9 +95,8 @@ class BoxPool {
   [[gnu::noinline]] void grow() {
     const std::size_t count =
         chunks_.empty() ? kFirstChunkBoxes : std::min(chunks_.back().count * 2, kMaxChunkBoxes);
-    chunks_.reserve(chunks_.size() + 1);  // no leak if push_back would throw
-    auto* slots =
-        static_cast<Slot*>(::operator new (count * sizeof(Slot), std::align_val_t{kChunkAlign}));
+    chunks_.reserve(chunks_.size() + 1);                // no leak if push_back would throw
+    Slot* slots = detail::allocate_chunk<Slot>(count);  // on a cache line
     chunks_.push_back(Chunk{slots, count});
     COWSTATE_POISON(slots, count * sizeof(Slot));
     next_ = slots;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cowstate/assert.h"
+#include "cowstate/chunk_memory.h"
 
 namespace cowstate {
 
@@ -33,10 +34,6 @@ class EntryPool {
   static constexpr unsigned kMaxChunks = 32 - kFirstChunkLog2;
   // Every chunk starts at a slot 64m + 1: slots 64w + r, r in [1, 63], are contiguous.
   static constexpr std::uint32_t kRunSlots = 1u << kFirstChunkLog2;
-  // Chunks start on a cache line, so an entry whose size divides 64 never straddles two
-  // lines. malloc's 16-byte alignment put every other 32-byte entry across a line
-  // boundary: a lookup that read the key from one line read the state from the next.
-  static constexpr std::size_t kChunkAlign = alignof(T) > 64 ? alignof(T) : 64;
 
   EntryPool() = default;
   EntryPool(const EntryPool&) = delete;
@@ -44,7 +41,7 @@ class EntryPool {
   ~EntryPool() {
     for (unsigned k = 0; k < kMaxChunks; ++k) {
       if (chunks_[k] != nullptr) {
-        ::operator delete (chunks_[k], std::align_val_t{kChunkAlign});
+        detail::free_chunk(chunks_[k]);
       }
     }
   }
@@ -124,8 +121,7 @@ class EntryPool {
     const unsigned k = static_cast<unsigned>(std::bit_width(j)) - kFirstChunkLog2 - 1;
     if (chunks_[k] == nullptr) {
       const std::size_t slots = std::size_t{1} << (kFirstChunkLog2 + k);
-      chunks_[k] =
-          static_cast<T*>(::operator new (slots * sizeof(T), std::align_val_t{kChunkAlign}));
+      chunks_[k] = detail::allocate_chunk<T>(slots);  // on a cache line
       base_[k] = reinterpret_cast<std::uintptr_t>(chunks_[k]) - slots * sizeof(T);
     }
     return i;
