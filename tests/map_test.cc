@@ -2,8 +2,10 @@
 // CowStateMapAccess so entry identity, versions and retirement are visible.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstddef>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -642,6 +644,50 @@ TEST_CASE("the incremental visitor sees whole chains, cycles, and writes through
   VisitCursor c2;
   IntMap empty(kFour);
   CHECK(empty.visit_incremental(c2, 10, fn) == 0);  // terminates on an empty map
+}
+
+// A visit that only reads takes no rehash step, so a map caught mid-rehash stays so while
+// the cursor walks the primary table and then the rehash table.
+TEST_CASE("the incremental visitor walks every entry once per cycle, in calls or in one",
+          "[map][visitor]") {
+  for (const bool mid_rehash : {false, true}) {
+    IntMap m(kFour);
+    std::uint64_t k = 0;
+    while (m.size() < 40 || (mid_rehash && !m.rehashing()) || (!mid_rehash && m.rehashing())) {
+      m.put(k, static_cast<std::int32_t>(k % 3), static_cast<std::int64_t>(k));
+      ++k;
+    }
+    INFO("mid-rehash " << mid_rehash << ", " << m.size() << " entries");
+    REQUIRE(m.rehashing() == mid_rehash);
+    std::vector<std::uint64_t> seen;
+    auto record = [&seen](std::uint64_t key, std::int32_t, const std::int64_t&) {
+      seen.push_back(key);
+      return VisitResult<std::int64_t>::keep();
+    };
+    std::set<std::uint64_t> all;
+    for (std::uint64_t i = 0; i < k; ++i) all.insert(i);
+
+    VisitCursor one;  // one call with room for everything: each entry once
+    CHECK(m.visit_incremental(one, 10 * m.size(), record) == m.size());
+    CHECK(seen.size() == m.size());
+    CHECK(std::set<std::uint64_t>(seen.begin(), seen.end()) == all);
+
+    // Small calls from a fresh cursor: the first size() visits are one whole cycle, and the
+    // next cycle starts over in the same order.
+    seen.clear();
+    VisitCursor cursor;
+    while (seen.size() < 2 * m.size()) {
+      const std::size_t before = seen.size();
+      CHECK(m.visit_incremental(cursor, 3, record) >= 3);
+      CHECK(seen.size() - before >= 3);
+    }
+    const auto n = static_cast<std::ptrdiff_t>(m.size());
+    const std::vector<std::uint64_t> first(seen.begin(), seen.begin() + n);
+    const std::vector<std::uint64_t> second(seen.begin() + n, seen.begin() + 2 * n);
+    CHECK(std::set<std::uint64_t>(first.begin(), first.end()) == all);
+    CHECK(second == first);
+    CHECK(m.rehashing() == mid_rehash);
+  }
 }
 
 // Word-sized keys and namespaces are compared outright and hashed again when a rehash moves

@@ -428,6 +428,12 @@ class CowStateMap {
   // common case is a load and a compare, and a call would cost every put more than that.
   [[gnu::always_inline]] SlotRef make_writable(Table& table, std::uint32_t b, std::uint32_t idx,
                                                std::uint32_t h);
+  // visit_incremental's last step: prefetches for the visits after it, which start at
+  // `cursor` and scan about `stride` buckets each. Always inline: GCC finds that a call
+  // whose body only prefetches has no effect and deletes the call.
+  static constexpr std::uint32_t kVisitPrefetchMaxStride = 64;
+  [[gnu::always_inline]] void prefetch_visit_ahead(const VisitCursor& cursor,
+                                                   std::uint32_t stride) const;
   // Any thread. `heads` is the snapshot's head array, kept for the next snapshot.
   bool release_snapshot(std::uint32_t version, std::vector<std::uint32_t>&& heads);
   static S& state_ref(Entry& e) noexcept {
@@ -1375,24 +1381,38 @@ std::size_t CowStateMap<K, N, S, H>::visit_incremental(VisitCursor& cursor, std:
   };
   std::vector<Decision> decisions;
   std::size_t visited = 0;
+  std::size_t scanned = 0;  // buckets
   std::size_t buckets_left = primary_.size() + rehash_.size();
+  // A local cursor: through the reference, every store to a bucket or an entry would make
+  // the compiler load it again. Most buckets are empty, so they are skipped in a tight loop.
+  VisitCursor c = cursor;
   while (visited < max_entries && buckets_left > 0) {
-    const Table& t = cursor.table == 0 ? primary_ : rehash_;
-    if (cursor.bucket >= t.size()) {  // next table, or wrap around
-      cursor.table = (cursor.table == 0 && !rehash_.empty()) ? 1 : 0;
-      cursor.bucket = 0;
+    const Table& t = c.table == 0 ? primary_ : rehash_;  // put/remove below may rehash
+    if (c.bucket >= t.size()) {                          // next table, or wrap around
+      c.table = (c.table == 0 && !rehash_.empty()) ? 1 : 0;
+      c.bucket = 0;
       continue;
     }
+    const std::uint32_t* heads = t.data();
+    const std::size_t stop = std::min(t.size(), c.bucket + buckets_left);
+    std::size_t b = c.bucket;
+    while (b < stop && heads[b] == 0) ++b;
+    const std::size_t skipped = b - c.bucket;
+    buckets_left -= skipped;
+    scanned += skipped;
+    c.bucket = static_cast<std::uint32_t>(b);
+    if (b == stop) continue;
     --buckets_left;
+    ++scanned;
+    ++c.bucket;
     decisions.clear();
-    for (std::uint32_t i = t[cursor.bucket]; i != 0; i = at(i).next) {
+    for (std::uint32_t i = heads[b]; i != 0; i = at(i).next) {
       const Entry& e = at(i);
       VisitResult<S> r = fn(static_cast<const K&>(e.key), static_cast<const N&>(e.ns),
                             static_cast<const S&>(state_ref(e)));
       ++visited;
       if (r.kind() != VisitResult<S>::Kind::keep) decisions.push_back({e.key, e.ns, std::move(r)});
     }
-    ++cursor.bucket;
     for (Decision& d : decisions) {
       if (d.result.kind() == VisitResult<S>::Kind::remove) {
         remove(d.key, d.ns);
@@ -1401,7 +1421,38 @@ std::size_t CowStateMap<K, N, S, H>::visit_incremental(VisitCursor& cursor, std:
       }
     }
   }
+  cursor = c;
+  prefetch_visit_ahead(
+      cursor, static_cast<std::uint32_t>(std::min<std::size_t>(scanned, kVisitPrefetchMaxStride)));
   return visited;
+}
+
+template <class K, class N, class S, class H>
+inline void CowStateMap<K, N, S, H>::prefetch_visit_ahead(const VisitCursor& cursor,
+                                                          std::uint32_t stride) const {
+  // Incremental cleanup visits a few entries per state access, each a cache miss away (for
+  // a boxed state three dependent ones: the entry, its box, the box's payload). So each
+  // visit prefetches for the visits after it, one level per visit: an inline state's next
+  // visit gets its entries; a boxed state's next visit its payloads (its entries and boxes
+  // came from the two visits before), the one after it its boxes, the one after that its
+  // entries. A visit advances by about as many buckets as this one did.
+  const Table& t = cursor.table == 0 ? primary_ : rehash_;
+  stride = std::clamp<std::uint32_t>(stride, 1, kVisitPrefetchMaxStride);
+  const std::size_t begin = cursor.bucket;
+  const std::size_t stages = kInline ? 1 : 3;
+  const std::size_t end = std::min(t.size(), begin + stages * stride);
+  for (std::size_t b = begin; b < end; ++b) {
+    const std::uint32_t i = t[b];
+    if (i == 0) continue;
+    const std::size_t stage = (b - begin) / stride;  // 0: the next visit
+    if (stage + 1 == stages) {
+      __builtin_prefetch(&at(i));
+    } else if (stage == 1) {
+      __builtin_prefetch(state_box(at(i)));
+    } else if (const void* p = state_payload(state_ref(at(i)))) {
+      __builtin_prefetch(p);
+    }
+  }
 }
 
 template <class K, class N, class S, class H>
