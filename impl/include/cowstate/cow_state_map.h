@@ -87,6 +87,10 @@
 #include <utility>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "cowstate/append_log.h"
 #include "cowstate/assert.h"
 #include "cowstate/box_pool.h"
@@ -432,6 +436,25 @@ class CowStateMap {
   // `cursor` and scan about `stride` buckets each. Always inline: GCC finds that a call
   // whose body only prefetches has no effect and deletes the call.
   static constexpr std::uint32_t kVisitPrefetchMaxStride = 64;
+  // The first b in [from, stop) with heads[b] != 0, or stop. Eight buckets per branch (with
+  // SSE2): in a table half full, a branch per bucket is mispredicted about every other time.
+  static std::size_t next_nonempty(const std::uint32_t* heads, std::size_t from,
+                                   std::size_t stop) noexcept {
+    std::size_t b = from;
+#if defined(__SSE2__)
+    const __m128i zero = _mm_setzero_si128();
+    for (; stop - b >= 8; b += 8) {
+      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(heads + b));
+      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(heads + b + 4));
+      const int empty = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(lo, zero))) |
+                        (_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(hi, zero))) << 4);
+      const unsigned mask = ~static_cast<unsigned>(empty) & 0xffu;
+      if (mask != 0) return b + static_cast<std::size_t>(std::countr_zero(mask));
+    }
+#endif
+    while (b < stop && heads[b] == 0) ++b;
+    return b;
+  }
   [[gnu::always_inline]] void prefetch_visit_ahead(const VisitCursor& cursor,
                                                    std::uint32_t stride) const;
   // Any thread. `heads` is the snapshot's head array, kept for the next snapshot.
@@ -1395,8 +1418,7 @@ std::size_t CowStateMap<K, N, S, H>::visit_incremental(VisitCursor& cursor, std:
     }
     const std::uint32_t* heads = t.data();
     const std::size_t stop = std::min(t.size(), c.bucket + buckets_left);
-    std::size_t b = c.bucket;
-    while (b < stop && heads[b] == 0) ++b;
+    const std::size_t b = next_nonempty(heads, c.bucket, stop);
     const std::size_t skipped = b - c.bucket;
     buckets_left -= skipped;
     scanned += skipped;
@@ -1443,10 +1465,13 @@ inline void CowStateMap<K, N, S, H>::prefetch_visit_ahead(const VisitCursor& cur
   const std::size_t end = std::min(t.size(), begin + stages * stride);
   for (std::size_t b = begin; b < end; ++b) {
     const std::uint32_t i = t[b];
-    if (i == 0) continue;
     const std::size_t stage = (b - begin) / stride;  // 0: the next visit
     if (stage + 1 == stages) {
-      __builtin_prefetch(&at(i));
+      // Whether a bucket is empty is a coin toss the branch predictor loses; an empty
+      // bucket prefetches slot 1 instead (a hint: it reads nothing).
+      __builtin_prefetch(&at(std::max(i, 1u)));
+    } else if (i == 0) {
+      continue;
     } else if (stage == 1) {
       __builtin_prefetch(state_box(at(i)));
     } else if (const void* p = state_payload(state_ref(at(i)))) {
