@@ -432,10 +432,6 @@ class CowStateMap {
   // common case is a load and a compare, and a call would cost every put more than that.
   [[gnu::always_inline]] SlotRef make_writable(Table& table, std::uint32_t b, std::uint32_t idx,
                                                std::uint32_t h);
-  // visit_incremental's last step: prefetches for the visits after it, which start at
-  // `cursor` and scan about `stride` buckets each. Always inline: GCC finds that a call
-  // whose body only prefetches has no effect and deletes the call.
-  static constexpr std::uint32_t kVisitPrefetchMaxStride = 64;
   // The first b in [from, stop) with heads[b] != 0, or stop. Eight buckets per branch (with
   // SSE2): in a table half full, a branch per bucket is mispredicted about every other time.
   static std::size_t next_nonempty(const std::uint32_t* heads, std::size_t from,
@@ -455,8 +451,6 @@ class CowStateMap {
     while (b < stop && heads[b] == 0) ++b;
     return b;
   }
-  [[gnu::always_inline]] void prefetch_visit_ahead(const VisitCursor& cursor,
-                                                   std::uint32_t stride) const;
   // Any thread. `heads` is the snapshot's head array, kept for the next snapshot.
   bool release_snapshot(std::uint32_t version, std::vector<std::uint32_t>&& heads);
   static S& state_ref(Entry& e) noexcept {
@@ -1404,10 +1398,9 @@ std::size_t CowStateMap<K, N, S, H>::visit_incremental(VisitCursor& cursor, std:
   };
   std::vector<Decision> decisions;
   std::size_t visited = 0;
-  std::size_t scanned = 0;  // buckets
   std::size_t buckets_left = primary_.size() + rehash_.size();
   // A local cursor: through the reference, every store to a bucket or an entry would make
-  // the compiler load it again. Most buckets are empty, so they are skipped in a tight loop.
+  // the compiler load it again. Empty buckets are skipped eight at a time (next_nonempty).
   VisitCursor c = cursor;
   while (visited < max_entries && buckets_left > 0) {
     const Table& t = c.table == 0 ? primary_ : rehash_;  // put/remove below may rehash
@@ -1421,11 +1414,9 @@ std::size_t CowStateMap<K, N, S, H>::visit_incremental(VisitCursor& cursor, std:
     const std::size_t b = next_nonempty(heads, c.bucket, stop);
     const std::size_t skipped = b - c.bucket;
     buckets_left -= skipped;
-    scanned += skipped;
     c.bucket = static_cast<std::uint32_t>(b);
     if (b == stop) continue;
     --buckets_left;
-    ++scanned;
     ++c.bucket;
     decisions.clear();
     for (std::uint32_t i = heads[b]; i != 0; i = at(i).next) {
@@ -1444,40 +1435,7 @@ std::size_t CowStateMap<K, N, S, H>::visit_incremental(VisitCursor& cursor, std:
     }
   }
   cursor = c;
-  prefetch_visit_ahead(
-      cursor, static_cast<std::uint32_t>(std::min<std::size_t>(scanned, kVisitPrefetchMaxStride)));
   return visited;
-}
-
-template <class K, class N, class S, class H>
-inline void CowStateMap<K, N, S, H>::prefetch_visit_ahead(const VisitCursor& cursor,
-                                                          std::uint32_t stride) const {
-  // Incremental cleanup visits a few entries per state access, each a cache miss away (for
-  // a boxed state three dependent ones: the entry, its box, the box's payload). So each
-  // visit prefetches for the visits after it, one level per visit: an inline state's next
-  // visit gets its entries; a boxed state's next visit its payloads (its entries and boxes
-  // came from the two visits before), the one after it its boxes, the one after that its
-  // entries. A visit advances by about as many buckets as this one did.
-  const Table& t = cursor.table == 0 ? primary_ : rehash_;
-  stride = std::clamp<std::uint32_t>(stride, 1, kVisitPrefetchMaxStride);
-  const std::size_t begin = cursor.bucket;
-  const std::size_t stages = kInline ? 1 : 3;
-  const std::size_t end = std::min(t.size(), begin + stages * stride);
-  for (std::size_t b = begin; b < end; ++b) {
-    const std::uint32_t i = t[b];
-    const std::size_t stage = (b - begin) / stride;  // 0: the next visit
-    if (stage + 1 == stages) {
-      // Whether a bucket is empty is a coin toss the branch predictor loses; an empty
-      // bucket prefetches slot 1 instead (a hint: it reads nothing).
-      __builtin_prefetch(&at(std::max(i, 1u)));
-    } else if (i == 0) {
-      continue;
-    } else if (stage == 1) {
-      __builtin_prefetch(state_box(at(i)));
-    } else if (const void* p = state_payload(state_ref(at(i)))) {
-      __builtin_prefetch(p);
-    }
-  }
 }
 
 template <class K, class N, class S, class H>
