@@ -646,6 +646,37 @@ TEST_CASE("the incremental visitor sees whole chains, cycles, and writes through
   CHECK(empty.visit_incremental(c2, 10, fn) == 0);  // terminates on an empty map
 }
 
+// The visitor's bucket scan takes eight buckets per step with SSE2 and one at a time
+// without; both must agree with the plain definition, at every offset and density.
+TEST_CASE("the next non-empty bucket is found alike eight at a time and one at a time",
+          "[map][visitor]") {
+  std::uint64_t seed = 0x5eedb0c4e7ULL;
+  auto next = [&seed] {
+    seed += 0x9e3779b97f4a7c15ULL;
+    return cowstate::detail::mix64(seed);
+  };
+  for (const unsigned per_mille : {0u, 20u, 300u, 700u, 1000u}) {
+    for (std::size_t len = 0; len <= 40; ++len) {
+      std::vector<std::uint32_t> heads(len);
+      for (std::uint32_t& h : heads)
+        h = next() % 1000 < per_mille ? static_cast<std::uint32_t>(1 + next() % 9) : 0u;
+      for (std::size_t from = 0; from <= len; ++from) {
+        for (std::size_t stop = from; stop <= len; ++stop) {
+          const auto it = std::find_if(heads.begin() + static_cast<std::ptrdiff_t>(from),
+                                       heads.begin() + static_cast<std::ptrdiff_t>(stop),
+                                       [](std::uint32_t h) { return h != 0; });
+          const auto expected = static_cast<std::size_t>(it - heads.begin());
+          INFO("density " << per_mille << "/1000, length " << len << ", [" << from << ", " << stop
+                          << ")");
+          REQUIRE(cowstate::detail::next_nonempty_bucket(heads.data(), from, stop) == expected);
+          REQUIRE(cowstate::detail::next_nonempty_bucket_scalar(heads.data(), from, stop) ==
+                  expected);
+        }
+      }
+    }
+  }
+}
+
 // A visit that only reads takes no rehash step, so a map caught mid-rehash stays so while
 // the cursor walks the primary table and then the rehash table.
 TEST_CASE("the incremental visitor walks every entry once per cycle, in calls or in one",

@@ -116,6 +116,34 @@ constexpr std::uint64_t mix64(std::uint64_t x) noexcept {
   x ^= x >> 33;
   return x;
 }
+
+// The first b in [from, stop) with heads[b] != 0, or stop: a bucket at a time.
+inline std::size_t next_nonempty_bucket_scalar(const std::uint32_t* heads, std::size_t from,
+                                               std::size_t stop) noexcept {
+  std::size_t b = from;
+  while (b < stop && heads[b] == 0) ++b;
+  return b;
+}
+
+// The same, eight buckets per branch where SSE2 is there (the incremental visitor's scan):
+// in a table half full, whether a bucket is empty is a coin toss, and a branch per bucket
+// is mispredicted about every other time.
+inline std::size_t next_nonempty_bucket(const std::uint32_t* heads, std::size_t from,
+                                        std::size_t stop) noexcept {
+  std::size_t b = from;
+#if defined(__SSE2__)
+  const __m128i zero = _mm_setzero_si128();
+  for (; stop - b >= 8; b += 8) {
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(heads + b));
+    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(heads + b + 4));
+    const int empty = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(lo, zero))) |
+                      (_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(hi, zero))) << 4);
+    const unsigned mask = ~static_cast<unsigned>(empty) & 0xffu;
+    if (mask != 0) return b + static_cast<std::size_t>(std::countr_zero(mask));
+  }
+#endif
+  return next_nonempty_bucket_scalar(heads, b, stop);
+}
 }  // namespace detail
 
 // Default composite hash of (key, namespace), as Flink's bitMix(keyHash ^ nsHash).
@@ -432,25 +460,6 @@ class CowStateMap {
   // common case is a load and a compare, and a call would cost every put more than that.
   [[gnu::always_inline]] SlotRef make_writable(Table& table, std::uint32_t b, std::uint32_t idx,
                                                std::uint32_t h);
-  // The first b in [from, stop) with heads[b] != 0, or stop. Eight buckets per branch (with
-  // SSE2): in a table half full, a branch per bucket is mispredicted about every other time.
-  static std::size_t next_nonempty(const std::uint32_t* heads, std::size_t from,
-                                   std::size_t stop) noexcept {
-    std::size_t b = from;
-#if defined(__SSE2__)
-    const __m128i zero = _mm_setzero_si128();
-    for (; stop - b >= 8; b += 8) {
-      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(heads + b));
-      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(heads + b + 4));
-      const int empty = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(lo, zero))) |
-                        (_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(hi, zero))) << 4);
-      const unsigned mask = ~static_cast<unsigned>(empty) & 0xffu;
-      if (mask != 0) return b + static_cast<std::size_t>(std::countr_zero(mask));
-    }
-#endif
-    while (b < stop && heads[b] == 0) ++b;
-    return b;
-  }
   // Any thread. `heads` is the snapshot's head array, kept for the next snapshot.
   bool release_snapshot(std::uint32_t version, std::vector<std::uint32_t>&& heads);
   static S& state_ref(Entry& e) noexcept {
@@ -1400,7 +1409,7 @@ std::size_t CowStateMap<K, N, S, H>::visit_incremental(VisitCursor& cursor, std:
   std::size_t visited = 0;
   std::size_t buckets_left = primary_.size() + rehash_.size();
   // A local cursor: through the reference, every store to a bucket or an entry would make
-  // the compiler load it again. Empty buckets are skipped eight at a time (next_nonempty).
+  // the compiler load it again. Empty buckets are skipped eight at a time where it can.
   VisitCursor c = cursor;
   while (visited < max_entries && buckets_left > 0) {
     const Table& t = c.table == 0 ? primary_ : rehash_;  // put/remove below may rehash
@@ -1411,7 +1420,7 @@ std::size_t CowStateMap<K, N, S, H>::visit_incremental(VisitCursor& cursor, std:
     }
     const std::uint32_t* heads = t.data();
     const std::size_t stop = std::min(t.size(), c.bucket + buckets_left);
-    const std::size_t b = next_nonempty(heads, c.bucket, stop);
+    const std::size_t b = detail::next_nonempty_bucket(heads, c.bucket, stop);
     const std::size_t skipped = b - c.bucket;
     buckets_left -= skipped;
     c.bucket = static_cast<std::uint32_t>(b);
