@@ -27,19 +27,25 @@
 // Every figure is a median of `--reps` samples after a discarded warm-up round. Within a
 // repetition the contenders run one after the other, rotating who goes first, and each
 // TTL/plain ratio is the median of the per-repetition quotients (paired, so a noisy
-// neighbour slows both sides of a pair alike). Time is the thread's CPU time.
+// neighbour slows both sides of a pair alike). Time is the thread's CPU time. Each contender
+// runs on a thread of its own, one contender at a time, so that each has a malloc arena of
+// its own (see Worker); --one-thread runs them all on the main thread, sharing one arena.
 #include <time.h>
 
 #include <algorithm>
 #include <cinttypes>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "cowstate/keyed_state_backend.h"
@@ -83,12 +89,62 @@ void expect(bool ok, const char* what) {
   }
 }
 
+// A thread that runs one contender's work, one job at a time, while the caller waits. A
+// contender that allocates and frees only on a thread of its own gets a glibc arena of its
+// own, as a backend driven by its own task thread does in a deployment: the chunks one
+// contender frees never serve, or fragment around, another's allocations. (With every
+// contender on one thread, the 144-byte chunks a TTL list of eight frees are coalesced
+// and sorted by the arena that the plain contender allocates from next, and the
+// other way round, so each contender's cost depended on who ran before it.)
+class Worker {
+ public:
+  Worker() : thread_([this] { loop(); }) {}
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+  ~Worker() {
+    run([this] { stop_ = true; });
+    thread_.join();
+  }
+  // Runs job() on this worker's thread; returns when it has returned.
+  void run(std::function<void()> job) {
+    std::unique_lock lock(mu_);
+    job_ = std::move(job);
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return !job_; });
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+      cv_.wait(lock, [this] { return static_cast<bool>(job_); });
+      job_();  // with the lock held: the caller is waiting for it anyway
+      job_ = nullptr;
+      cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::function<void()> job_;
+  bool stop_ = false;
+  std::thread thread_;  // last: it starts running loop() at construction
+};
+
 struct Contender {
   const char* name;
   std::optional<cowstate::StateTtlConfig> ttl;
   std::unique_ptr<Backend> backend;
   Value* value = nullptr;
   List* list = nullptr;
+  std::unique_ptr<Worker> worker;  // null under --one-thread: the work runs on main's thread
+  void run(const std::function<void()>& job) {
+    if (worker) {
+      worker->run(job);
+    } else {
+      job();
+    }
+  }
 };
 
 constexpr std::int64_t kDay = 24 * 3600 * 1000;
@@ -139,17 +195,21 @@ struct Row {
 int main(int argc, char** argv) {
   std::size_t n = 1000000;
   int reps = 5;
+  bool one_thread = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a == "--n" && i + 1 < argc) {
       n = std::strtoull(argv[++i], nullptr, 10);
     } else if (a == "--reps" && i + 1 < argc) {
       reps = std::atoi(argv[++i]);
+    } else if (a == "--one-thread") {
+      one_thread = true;
     } else if (a == "--quick") {
       n = 10000;
       reps = 3;
     } else {
-      std::fprintf(stderr, "usage: cowstate_ttl_bench [--n KEYS] [--reps N] [--quick]\n");
+      std::fprintf(stderr,
+                   "usage: cowstate_ttl_bench [--n KEYS] [--reps N] [--quick] [--one-thread]\n");
       return 2;
     }
   }
@@ -165,10 +225,13 @@ int main(int argc, char** argv) {
 
   const cowstate::ManualTtlClock clock(1'700'000'000'000);
   std::vector<Contender> cs;
-  cs.push_back({"plain", std::nullopt, nullptr});
-  cs.push_back({"ttl", ttl_config(false), nullptr});
-  cs.push_back({"ttl+cleanup", ttl_config(true), nullptr});
-  for (Contender& c : cs) fill(c, keys, &clock);
+  cs.push_back({"plain", std::nullopt, nullptr, nullptr, nullptr, nullptr});
+  cs.push_back({"ttl", ttl_config(false), nullptr, nullptr, nullptr, nullptr});
+  cs.push_back({"ttl+cleanup", ttl_config(true), nullptr, nullptr, nullptr, nullptr});
+  for (Contender& c : cs) {
+    if (!one_thread) c.worker = std::make_unique<Worker>();
+    c.run([&] { fill(c, keys, &clock); });
+  }
 
   auto get = [](Contender& c, std::uint64_t k) {
     const std::int64_t v = c.value->value();
@@ -200,16 +263,22 @@ int main(int argc, char** argv) {
     for (std::size_t j = 0; j < cs.size(); ++j) {
       Contender& c = cs[(j + static_cast<std::size_t>(std::max(rep, 0))) % cs.size()];
       const std::size_t ci = static_cast<std::size_t>(&c - cs.data());
-      const double g = timed_pass(c, order, get);
-      const double p = timed_pass(c, order, put);
-      // Lists grow from one element to kGrowTo, one timed pass per element: the first
-      // pass reallocates every list (1 -> 2), later ones only where std::vector's
-      // doubling runs out of room (2 -> 3, 4 -> 5), as lists grow in steady use.
-      const double first = timed_pass(c, order, add);
-      double grown = first;
-      for (std::size_t len = 2; len < kGrowTo; ++len) grown += timed_pass(c, order, add);
-      check_lists(c, kGrowTo);
-      reset_lists(c);
+      double g = 0;
+      double p = 0;
+      double first = 0;
+      double grown = 0;
+      c.run([&] {
+        g = timed_pass(c, order, get);
+        p = timed_pass(c, order, put);
+        // Lists grow from one element to kGrowTo, one timed pass per element: the first
+        // pass reallocates every list (1 -> 2), later ones only where std::vector's
+        // doubling runs out of room (2 -> 3, 4 -> 5), as lists grow in steady use.
+        first = timed_pass(c, order, add);
+        grown = first;
+        for (std::size_t len = 2; len < kGrowTo; ++len) grown += timed_pass(c, order, add);
+        check_lists(c, kGrowTo);
+        reset_lists(c);
+      });
       if (rep >= 0) {
         rows[0].ns[ci].push_back(g);
         rows[1].ns[ci].push_back(p);
@@ -219,8 +288,9 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::printf("ttl_bench: n = %zu keys, %d reps (median), max parallelism 128, thread CPU time\n",
-              n, reps);
+  std::printf(
+      "ttl_bench: n = %zu keys, %d reps (median), max parallelism 128, thread CPU time, %s\n", n,
+      reps, one_thread ? "every contender on one thread" : "a thread (and arena) per contender");
   std::printf("%-14s %12s %12s %14s %10s %14s\n", "op", "plain ns/op", "ttl ns/op", "ttl+cleanup",
               "ttl/plain", "ttl+cl/plain");
   bool within = true;
