@@ -140,6 +140,12 @@ TEST_CASE(
   CHECK(ttl_expired(1000, 100, 1101));
   constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
   CHECK(cowstate::ttl_expiration(kMax - 5, 100) == kMax);  // no wrap into the past
+  // At the edge: a sum of exactly INT64_MAX, one past it, and a large ttl from before the
+  // epoch (no overflow, no saturation).
+  static_assert(cowstate::ttl_expiration(kMax - 100, 100) == kMax);
+  CHECK(cowstate::ttl_expiration(kMax - 99, 100) == kMax);
+  CHECK(cowstate::ttl_expiration(-5, kMax) == kMax - 5);
+  CHECK(cowstate::ttl_expiration(kMax, 1) == kMax);
   CHECK_FALSE(ttl_expired(kMax - 5, 100, kMax - 1));
   CHECK(ttl_expired(kMax - 5, 100, kMax));
   CHECK_FALSE(ttl_expired(0, kMax, kMax - 1));
