@@ -90,12 +90,13 @@ void expect(bool ok, const char* what) {
 }
 
 // A thread that runs one contender's work, one job at a time, while the caller waits. A
-// contender that allocates and frees only on a thread of its own gets a glibc arena of its
-// own, as a backend driven by its own task thread does in a deployment: the chunks one
-// contender frees never serve, or fragment around, another's allocations. (With every
-// contender on one thread, the next contender's lists grow out of the chunks the last one
-// freed, so its cost depends on who ran before it: TTL list add 1->8 measured 1.33-1.45x
-// plain that way in session 10, and 0.90-0.97x with an arena each; bench/README.md.)
+// contender that is filled and timed only on a thread of its own gets a glibc arena of its
+// own (its backend is destroyed on the main thread, untimed), as a backend driven by its own task
+// thread does in a deployment: the chunks one contender frees never serve, or fragment around,
+// another's allocations. (With every contender on one thread, the next contender's lists grow out
+// of the chunks the last one freed, so its cost depends on who ran before it: TTL list add 1->8
+// measured 1.33-1.45x plain that way in session 10, and 0.90-0.97x with an arena each;
+// bench/README.md.)
 class Worker {
  public:
   Worker() : thread_([this] { loop(); }) {}
@@ -134,10 +135,10 @@ class Worker {
 struct Contender {
   const char* name;
   std::optional<cowstate::StateTtlConfig> ttl;
-  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Backend> backend{};
   Value* value = nullptr;
   List* list = nullptr;
-  std::unique_ptr<Worker> worker;  // null under --one-thread: the work runs on main's thread
+  std::unique_ptr<Worker> worker{};  // null under --one-thread: the work runs on main's thread
   void run(const std::function<void()>& job) {
     if (worker) {
       worker->run(job);
@@ -225,9 +226,9 @@ int main(int argc, char** argv) {
 
   const cowstate::ManualTtlClock clock(1'700'000'000'000);
   std::vector<Contender> cs;
-  cs.push_back({"plain", std::nullopt, nullptr, nullptr, nullptr, nullptr});
-  cs.push_back({"ttl", ttl_config(false), nullptr, nullptr, nullptr, nullptr});
-  cs.push_back({"ttl+cleanup", ttl_config(true), nullptr, nullptr, nullptr, nullptr});
+  cs.push_back({.name = "plain", .ttl = std::nullopt});
+  cs.push_back({.name = "ttl", .ttl = ttl_config(false)});
+  cs.push_back({.name = "ttl+cleanup", .ttl = ttl_config(true)});
   for (Contender& c : cs) {
     if (!one_thread) c.worker = std::make_unique<Worker>();
     c.run([&] { fill(c, keys, &clock); });
