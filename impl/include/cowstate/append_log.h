@@ -28,9 +28,9 @@ class AppendLog {
   AppendLog(const AppendLog&) = delete;
   AppendLog& operator=(const AppendLog&) = delete;
 
-  bool has_room() const noexcept { return size_ < capacity_; }
+  bool has_room() const noexcept { return end_ != cap_; }
   // REQUIRES: has_room().
-  void append_unchecked(const T& record) noexcept { data_[size_++] = record; }
+  void append_unchecked(const T& record) noexcept { *end_++ = record; }
   void append(const T& record) {
     if (!has_room()) [[unlikely]]
       grow();
@@ -38,30 +38,34 @@ class AppendLog {
   }
   // Makes room for at least one more record (doubling).
   [[gnu::noinline]] void grow() {
-    const std::size_t capacity = std::max<std::size_t>(64, 2 * capacity_);
+    const std::size_t size = this->size();
+    const std::size_t capacity = std::max<std::size_t>(64, 2 * this->capacity());
     std::unique_ptr<T[]> data(new T[capacity]);
-    if (size_ > 0) std::memcpy(data.get(), data_.get(), size_ * sizeof(T));
+    if (size > 0) std::memcpy(data.get(), data_.get(), size * sizeof(T));
     data_ = std::move(data);
-    capacity_ = capacity;
+    end_ = data_.get() + size;
+    cap_ = data_.get() + capacity;
   }
 
-  std::size_t size() const noexcept { return size_; }
-  bool empty() const noexcept { return size_ == 0; }
-  std::size_t capacity() const noexcept { return capacity_; }
+  std::size_t size() const noexcept { return static_cast<std::size_t>(end_ - data_.get()); }
+  bool empty() const noexcept { return end_ == data_.get(); }
+  std::size_t capacity() const noexcept { return static_cast<std::size_t>(cap_ - data_.get()); }
   T& operator[](std::size_t i) noexcept { return data_[i]; }
   const T& operator[](std::size_t i) const noexcept { return data_[i]; }
   const T* begin() const noexcept { return data_.get(); }
-  const T* end() const noexcept { return data_.get() + size_; }
+  const T* end() const noexcept { return end_; }
   // Keeps the first `n` records. REQUIRES: n <= size().
   void truncate(std::size_t n) noexcept {
-    COWSTATE_ASSERT(n <= size_, "REQUIRES", "AppendLog::truncate beyond the size");
-    size_ = n;
+    COWSTATE_ASSERT(n <= size(), "REQUIRES", "AppendLog::truncate beyond the size");
+    end_ = data_.get() + n;
   }
 
  private:
   std::unique_ptr<T[]> data_;
-  std::size_t size_ = 0;
-  std::size_t capacity_ = 0;
+  // One past the last record, and one past the room: pointers rather than counts, so that
+  // an append stores through end_ and bumps it, with no index to scale by sizeof(T).
+  T* end_ = nullptr;
+  T* cap_ = nullptr;
 };
 
 }  // namespace cowstate
