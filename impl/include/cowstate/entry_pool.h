@@ -50,8 +50,12 @@ class EntryPool {
   T& at(std::uint32_t i) noexcept {
     // Slot i lives in chunk k = bit_width(j) - 7 with j = i + 63; base_[k] is the address
     // chunk k would have if its slots were numbered by j, so the slot is base_[k] + j.
+    // `31 ^ clz` is the bit scan itself, and k as a size_t lets the compiler fold the
+    // "- 6" into the load's displacement: 31 - clz - 6 in 32 bits cost two more
+    // instructions on every lookup (GCC 12).
     const std::uint32_t j = i + (1u << kFirstChunkLog2) - 1;  // >= 64: clz is defined
-    const unsigned k = 31u - static_cast<unsigned>(__builtin_clz(j)) - kFirstChunkLog2;
+    const std::size_t k =
+        static_cast<std::size_t>(31 ^ __builtin_clz(j)) - std::size_t{kFirstChunkLog2};
     return *reinterpret_cast<T*>(base_[k] + std::uintptr_t{j} * sizeof(T));
   }
   const T& at(std::uint32_t i) const noexcept { return const_cast<EntryPool*>(this)->at(i); }
