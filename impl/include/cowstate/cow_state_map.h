@@ -78,6 +78,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <mutex>
@@ -430,8 +431,9 @@ class CowStateMap {
     Entry* entry;
   };
   SlotRef copy_chain_prefix(Table& table, std::uint32_t b, std::uint32_t until, std::uint32_t h);
-  // Copies entry `src` (`s` = at(src)) into a free slot and retires `src`.
-  SlotRef copy_entry(std::uint32_t src, const Entry& s);
+  // Copies entry `src` (`s` = at(src)) into a free slot and retires `src`. Inline: a call
+  // cost a first write about six instructions of its forty.
+  [[gnu::always_inline]] SlotRef copy_entry(std::uint32_t src, const Entry& s);
   // copy_entry's uncommon case: gives the pool a free slot and the retirement log room for
   // a record, then copies.
   [[gnu::noinline]] SlotRef make_room_and_copy(std::uint32_t src, const Entry& s);
@@ -455,11 +457,17 @@ class CowStateMap {
   // Moves or copies the state out of an entry that is about to change.
   S take_old_state(Entry& e, std::uint32_t h);
   // Inserts a new entry at the head of the bucket (grows first if needed).
-  void insert_new(Table* table, std::uint32_t hash, const K& key, const N& ns, S&& state);
+  // An inline state comes by value, in registers: a reference would make every put keep
+  // its state in memory in case it inserts.
+  using NewState = std::conditional_t<kInline, S, S&&>;
+  void insert_new(Table* table, std::uint32_t hash, const K& key, const N& ns, NewState state);
   // Returns the writable entry for (key, ns) found at `idx` in `table`. Always inline: its
   // common case is a load and a compare, and a call would cost every put more than that.
   [[gnu::always_inline]] SlotRef make_writable(Table& table, std::uint32_t b, std::uint32_t idx,
                                                std::uint32_t h);
+  // make_writable's copy: the entry alone when it heads its chain, else the chain prefix.
+  [[gnu::always_inline]] SlotRef copy_for_write(Table& table, std::uint32_t b, std::uint32_t idx,
+                                                const Entry& e, std::uint32_t h);
   // Any thread. `heads` is the snapshot's head array, kept for the next snapshot.
   bool release_snapshot(std::uint32_t version, std::vector<std::uint32_t>&& heads);
   static S& state_ref(Entry& e) noexcept {
@@ -960,14 +968,23 @@ void CowStateMap<K, N, S, H>::retire_state(S* state, std::uint32_t birth) {
 }
 
 template <class K, class N, class S, class H>
-auto CowStateMap<K, N, S, H>::copy_entry(std::uint32_t src, const Entry& s) -> SlotRef {
+inline auto CowStateMap<K, N, S, H>::copy_entry(std::uint32_t src, const Entry& s) -> SlotRef {
   // The common case calls nothing, so it needs no saved registers: a free slot to reuse
   // and room for the retirement record; making them is out of line, and then comes back.
   if (!pool_.has_free_slot() || !retired_entries_.has_room()) [[unlikely]]
     return make_room_and_copy(src, s);
   const std::uint32_t idx = pool_.reuse_free_slot();
-  Entry* copy =
-      new (&at(idx)) Entry{s.key, s.state, s.ns, s.next, s.hash, map_version_, s.state_version};
+  Entry* copy;
+  if constexpr (std::is_trivially_copyable_v<Entry>) {
+    // The whole entry at once (two 16-byte moves for a 32-byte entry), then its version,
+    // rather than a load and a store per field.
+    copy = &at(idx);
+    std::memcpy(static_cast<void*>(copy), &s, sizeof(Entry));
+    copy->entry_version = map_version_;
+  } else {
+    copy =
+        new (&at(idx)) Entry{s.key, s.state, s.ns, s.next, s.hash, map_version_, s.state_version};
+  }
   retired_entries_.append_unchecked(RetiredEntry{src, s.entry_version, map_version_});
   return {idx, copy};
 }
@@ -982,44 +999,44 @@ auto CowStateMap<K, N, S, H>::make_room_and_copy(std::uint32_t src, const Entry&
 template <class K, class N, class S, class H>
 auto CowStateMap<K, N, S, H>::copy_chain_prefix(Table& table, std::uint32_t b, std::uint32_t until,
                                                 std::uint32_t h) -> SlotRef {
-  std::uint32_t current = table[b];
-  Entry* cur = &at(current);  // the chain's entry (not its copy)
-  SlotRef copy{current, cur};
-  if (must_copy_entry(cur->entry_version, h)) {
-    copy = copy_entry(current, *cur);
-    table[b] = copy.index;
-  }
-  while (current != until) {
-    COWSTATE_YIELD("map.copy_chain_prefix");
-    current = cur->next;
+  // `link` is where the index of `current` is stored: the bucket, then the `next` of the
+  // entry before it, which is writable by then (copied, or born after every live snapshot).
+  std::uint32_t* link = &table[b];
+  for (;;) {
+    const std::uint32_t current = *link;
     COWSTATE_ASSERT(current != 0, "I5", "entry to copy up to is not in its chain");
-    cur = &at(current);
+    Entry* cur = &at(current);
+    SlotRef w{current, cur};
     if (must_copy_entry(cur->entry_version, h)) {
-      const SlotRef c = copy_entry(current, *cur);
-      COWSTATE_ASSERT(copy.entry->entry_version >= h, "I3", "relinking a shared entry");
-      copy.entry->next = c.index;
-      copy = c;
-    } else {
-      copy = {current, cur};
+      w = copy_entry(current, *cur);
+      *link = w.index;
     }
+    if (current == until) return w;
+    COWSTATE_YIELD("map.copy_chain_prefix");
+    COWSTATE_ASSERT(w.entry->entry_version >= h, "I3", "relinking a shared entry");
+    link = &w.entry->next;
   }
-  return copy;
 }
 
 template <class K, class N, class S, class H>
 inline auto CowStateMap<K, N, S, H>::make_writable(Table& table, std::uint32_t b, std::uint32_t idx,
                                                    std::uint32_t h) -> SlotRef {
   Entry& e = at(idx);
-  if (must_copy_entry(e.entry_version, h) && !COWSTATE_MUTANT(skip_chain_prefix_copy))
-      [[unlikely]] {
-    if (table[b] == idx) {  // the head (most chains are one entry long): copy it alone
-      const SlotRef c = copy_entry(idx, e);
-      table[b] = c.index;
-      return c;
-    }
-    return copy_chain_prefix(table, b, idx, h);
-  }
+  if (must_copy_entry(e.entry_version, h) && !COWSTATE_MUTANT(skip_chain_prefix_copy)) [[unlikely]]
+    return copy_for_write(table, b, idx, e, h);
   return {idx, &e};
+}
+
+template <class K, class N, class S, class H>
+inline auto CowStateMap<K, N, S, H>::copy_for_write(Table& table, std::uint32_t b,
+                                                    std::uint32_t idx, const Entry& e,
+                                                    std::uint32_t h) -> SlotRef {
+  if (table[b] == idx) {  // the head (most chains are one entry long): copy it alone
+    const SlotRef c = copy_entry(idx, e);
+    table[b] = c.index;
+    return c;
+  }
+  return copy_chain_prefix(table, b, idx, h);
 }
 
 template <class K, class N, class S, class H>
@@ -1135,6 +1152,18 @@ inline void CowStateMap<K, N, S, H>::put(const K& key, const N& ns, S state) {
   Table& t = *tp;
   std::uint32_t i = find_in(t, b, hash, key, ns, nullptr);
   if (i != 0) {
+    if constexpr (kInline) {
+      // make_writable and assign_state, taken apart: the common case is one compare and one
+      // store, and assign_state's I3 check is what the compare has just established.
+      Entry& e = at(i);
+      if (!must_copy_entry(e.entry_version, h) || COWSTATE_MUTANT(skip_chain_prefix_copy))
+          [[likely]] {
+        e.state = std::move(state);
+        return;
+      }
+      copy_for_write(t, b, i, e, h).entry->state = std::move(state);
+      return;
+    }
     assign_state(*make_writable(t, b, i, h).entry, std::move(state), h);
     return;
   }
@@ -1177,7 +1206,7 @@ void CowStateMap<K, N, S, H>::transform(const K& key, const N& ns, const T& valu
 
 template <class K, class N, class S, class H>
 void CowStateMap<K, N, S, H>::insert_new(Table* table, std::uint32_t hash, const K& key,
-                                         const N& ns, S&& state) {
+                                         const N& ns, NewState state) {
   // Flink's rule: grow when the size before this insert exceeds 0.75 * capacity. A rehash
   // moves at least 4 entries per operation, so it always ends before the new table fills.
   if (size() > threshold_ && !rehashing()) {
