@@ -21,7 +21,9 @@
 // ------
 // Timings on a shared machine are noisy, so every figure is a median of `--reps` samples
 // after one discarded warm-up round, contenders are interleaved within each repetition
-// (rotating who goes first), and ratios are medians of per-rep paired quotients. Time is
+// (rotating who goes first), and ratios are medians of per-rep paired quotients. The rows
+// on the long-lived maps run all their rounds before the rows that build fresh maps
+// (put-new, remove) run theirs: the memory those free slows whatever runs next (run_size). Time is
 // the thread's CPU time (time waiting for a core is not the map's cost); a sample runs
 // whole passes over the key set until at least `--min-ops` operations were timed, and
 // operations that need fresh maps or snapshots batch them so that one timed region covers
@@ -885,19 +887,28 @@ void run_size(const Options& o, std::size_t n, Results& results) {
     return ns;
   };
 
-  const std::array<const char*, 5> common_ops = {"get-hit", "get-miss", "put-update", "put-new",
-                                                 "remove"};
+  // One round's sample of `op` for every contender, kept unless it is the warm-up round.
+  auto sample_row = [&](const char* op, std::size_t round) {
+    Row& row = results.row(op, "ns/op", n);
+    const std::array<double, kContenders> ns = samples_of(op, round);
+    if (round == 0) return;
+    for (std::size_t c = 0; c < kContenders; ++c) row.samples[c].push_back(ns[c]);
+  };
+  // The rows on the long-lived maps run first, all their rounds, and the rows that build
+  // fresh maps (put-new, remove) after them, in rounds of their own. A fresh-map sample
+  // allocates and frees a few hundred MB, and the passes run in the next few hundred ms
+  // are slower: interleaved in one round, a first write run after the last round's
+  // put-new and remove took 160-170 ns every other round instead of 115-130 ns (the rounds
+  // whose copies went to the pool's newer chunk), while put-update stayed at 80 ns.
+  const std::array<const char*, 3> map_ops = {"get-hit", "get-miss", "put-update"};
+  const std::array<const char*, 2> fresh_ops = {"put-new", "remove"};
   // Round 0 is a warm-up and is discarded: it faults in the heap and the workload arrays
   // and trains the branch predictors, so the first real sample is not an outlier.
   for (std::size_t round = 0; round <= o.reps; ++round) {
     const bool warmup = round == 0;
-    for (const char* op : common_ops) {
+    for (const char* op : map_ops) {
       if (!op_enabled(o, op)) continue;
-      Row& row = results.row(op, "ns/op", n);
-      const std::array<double, kContenders> ns = samples_of(op, round);
-      if (!warmup) {
-        for (std::size_t c = 0; c < kContenders; ++c) row.samples[c].push_back(ns[c]);
-      }
+      sample_row(op, round);
       // The first-write target is a ratio against cowstate's own put-update, so its
       // sample is taken right after that one, on the same map.
       if (std::string_view(op) == "put-update" && op_enabled(o, "first-write-snap")) {
@@ -929,6 +940,11 @@ void run_size(const Options& o, std::size_t n, Results& results) {
       }
     }
 #endif
+  }
+  for (std::size_t round = 0; round <= o.reps; ++round) {
+    for (const char* op : fresh_ops) {
+      if (op_enabled(o, op)) sample_row(op, round);
+    }
   }
 #if !COWSTATE_BENCH_HAVE_SNAPSHOT_IO
 #if __has_include("cowstate/snapshot_io.h")
