@@ -30,6 +30,7 @@
 // neighbour slows both sides of a pair alike). Time is the thread's CPU time. Each contender
 // runs on a thread of its own, one contender at a time, so that each has a malloc arena of
 // its own (see Worker); --one-thread runs them all on the main thread, sharing one arena.
+// The value rows run all their repetitions before the list rows run theirs.
 #include <time.h>
 
 #include <algorithm>
@@ -41,6 +42,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -260,34 +262,40 @@ int main(int argc, char** argv) {
                            {"list add 1->2", {}},
                            {"list add 1->" + std::to_string(kGrowTo), {}}};
   for (Row& r : rows) r.ns.assign(cs.size(), {});
-  for (int rep = -1; rep < reps; ++rep) {  // rep -1: warm-up, discarded
-    for (std::size_t j = 0; j < cs.size(); ++j) {
-      Contender& c = cs[(j + static_cast<std::size_t>(std::max(rep, 0))) % cs.size()];
-      const std::size_t ci = static_cast<std::size_t>(&c - cs.data());
-      double g = 0;
-      double p = 0;
-      double first = 0;
-      double grown = 0;
-      c.run([&] {
-        g = timed_pass(c, order, get);
-        p = timed_pass(c, order, put);
-        // Lists grow from one element to kGrowTo, one timed pass per element: the first
-        // pass reallocates every list (1 -> 2), later ones only where std::vector's
-        // doubling runs out of room (2 -> 3, 4 -> 5), as lists grow in steady use.
-        first = timed_pass(c, order, add);
-        grown = first;
-        for (std::size_t len = 2; len < kGrowTo; ++len) grown += timed_pass(c, order, add);
-        check_lists(c, kGrowTo);
-        reset_lists(c);
-      });
-      if (rep >= 0) {
-        rows[0].ns[ci].push_back(g);
-        rows[1].ns[ci].push_back(p);
-        rows[2].ns[ci].push_back(first);
-        rows[3].ns[ci].push_back(grown / static_cast<double>(kGrowTo - 1));
+  // Runs `sample(c)` for every contender, rotating who goes first, in a discarded warm-up
+  // round and then `reps` rounds, and records what it returns in the rows it names.
+  auto rounds = [&](std::initializer_list<std::size_t> row_ids,
+                    const std::function<std::vector<double>(Contender&)>& sample) {
+    for (int rep = -1; rep < reps; ++rep) {  // rep -1: warm-up, discarded
+      for (std::size_t j = 0; j < cs.size(); ++j) {
+        Contender& c = cs[(j + static_cast<std::size_t>(std::max(rep, 0))) % cs.size()];
+        const std::size_t ci = static_cast<std::size_t>(&c - cs.data());
+        std::vector<double> ns;
+        c.run([&] { ns = sample(c); });
+        if (rep < 0) continue;
+        std::size_t k = 0;
+        for (const std::size_t id : row_ids) rows[id].ns[ci].push_back(ns[k++]);
       }
     }
-  }
+  };
+  // The value rows run all their rounds first, the list rows theirs after. List adds
+  // allocate and free a vector per key and pass, and passes run right after them are
+  // slower: with all four rows in one round, every value sample followed some contender's
+  // list adds (bench/README.md, session 11).
+  rounds({0, 1}, [&](Contender& c) {
+    return std::vector<double>{timed_pass(c, order, get), timed_pass(c, order, put)};
+  });
+  rounds({2, 3}, [&](Contender& c) {
+    // Lists grow from one element to kGrowTo, one timed pass per element: the first
+    // pass reallocates every list (1 -> 2), later ones only where std::vector's
+    // doubling runs out of room (2 -> 3, 4 -> 5), as lists grow in steady use.
+    const double first = timed_pass(c, order, add);
+    double grown = first;
+    for (std::size_t len = 2; len < kGrowTo; ++len) grown += timed_pass(c, order, add);
+    check_lists(c, kGrowTo);
+    reset_lists(c);
+    return std::vector<double>{first, grown / static_cast<double>(kGrowTo - 1)};
+  });
 
   std::printf(
       "ttl_bench: n = %zu keys, %d reps (median), max parallelism 128, thread CPU time, %s\n", n,
