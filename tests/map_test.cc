@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "cowstate/append_log.h"
 #include "cowstate/box_pool.h"
 #include "cowstate/cow_state_map.h"
 #include "cowstate/cow_state_map_access.h"
@@ -68,6 +69,64 @@ TEST_CASE("entry pool slots 64w + 1 .. 64w + 63 lie next to each other in memory
     const std::uint32_t first = i - i % 64 + 1;
     CHECK(&pool.at(i) == &pool.at(first) + (i - first));
   }
+}
+
+// at() finds a slot's chunk from the bit scan of its index: every slot of the first chunks
+// (0..10, the index ranges where the scan changes) must have storage of its own.
+TEST_CASE("entry pool slots across chunk boundaries never overlap", "[map][pool]") {
+  struct Slot {
+    std::uint64_t a, b, c, d;
+  };
+  cowstate::EntryPool<Slot> pool;
+  std::vector<std::uintptr_t> at;
+  for (std::uint32_t i = 1; i <= 70000; ++i) {
+    REQUIRE(pool.allocate() == i);
+    at.push_back(reinterpret_cast<std::uintptr_t>(&pool.at(i)));
+    pool.at(i).a = i;  // writable storage of its own (ASan checks the bounds)
+  }
+  for (std::uint32_t i = 1; i <= 70000; ++i) CHECK(pool.at(i).a == i);
+  std::sort(at.begin(), at.end());
+  std::size_t overlaps = 0;
+  for (std::size_t k = 1; k < at.size(); ++k) {
+    if (at[k] - at[k - 1] < sizeof(Slot)) ++overlaps;
+  }
+  CHECK(overlaps == 0);
+}
+
+// The map's retirement records: appends in order across every growth, has_room() false
+// exactly when the log is full, truncate() keeps a prefix and frees its room.
+TEST_CASE("append log keeps its records in order across growth and truncation", "[map][pool]") {
+  struct Record {
+    std::uint32_t index, birth, retired_at;
+  };
+  cowstate::AppendLog<Record> log;
+  CHECK(log.empty());
+  CHECK(log.size() == 0);
+  CHECK_FALSE(log.has_room());  // no storage before the first append
+  for (std::uint32_t i = 0; i < 1000; ++i) {
+    const std::size_t capacity = log.capacity();
+    CHECK(log.has_room() == (log.size() < capacity));
+    log.append(Record{i, i + 1, i + 2});
+    CHECK(log.size() == i + 1);
+  }
+  CHECK(log.capacity() >= 1000);
+  std::uint32_t expected = 0;
+  for (const Record& r : log) {
+    CHECK((r.index == expected && r.birth == expected + 1 && r.retired_at == expected + 2));
+    ++expected;
+  }
+  CHECK(expected == 1000);
+  const std::size_t capacity = log.capacity();
+  log.truncate(10);
+  CHECK(log.size() == 10);
+  CHECK(log.capacity() == capacity);
+  CHECK(log.end() - log.begin() == 10);
+  CHECK(log[9].index == 9);
+  while (log.has_room()) log.append_unchecked(Record{7, 7, 7});
+  CHECK(log.size() == capacity);
+  CHECK(log[10].index == 7);
+  log.truncate(0);
+  CHECK(log.empty());
 }
 
 // A lookup reads an entry's key and then its state: an entry whose size divides a cache
