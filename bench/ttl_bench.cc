@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <array>
 #include <cinttypes>
 #include <condition_variable>
 #include <cstddef>
@@ -42,7 +43,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -263,18 +263,18 @@ int main(int argc, char** argv) {
                            {"list add 1->" + std::to_string(kGrowTo), {}}};
   for (Row& r : rows) r.ns.assign(cs.size(), {});
   // Runs `sample(c)` for every contender, rotating who goes first, in a discarded warm-up
-  // round and then `reps` rounds, and records what it returns in the rows it names.
-  auto rounds = [&](std::initializer_list<std::size_t> row_ids,
-                    const std::function<std::vector<double>(Contender&)>& sample) {
+  // round and then `reps` rounds; its two figures go to rows `row` and `row + 1`.
+  auto rounds = [&](std::size_t row,
+                    const std::function<std::array<double, 2>(Contender&)>& sample) {
     for (int rep = -1; rep < reps; ++rep) {  // rep -1: warm-up, discarded
       for (std::size_t j = 0; j < cs.size(); ++j) {
         Contender& c = cs[(j + static_cast<std::size_t>(std::max(rep, 0))) % cs.size()];
         const std::size_t ci = static_cast<std::size_t>(&c - cs.data());
-        std::vector<double> ns;
+        std::array<double, 2> ns{};
         c.run([&] { ns = sample(c); });
         if (rep < 0) continue;
-        std::size_t k = 0;
-        for (const std::size_t id : row_ids) rows[id].ns[ci].push_back(ns[k++]);
+        rows[row].ns[ci].push_back(ns[0]);
+        rows[row + 1].ns[ci].push_back(ns[1]);
       }
     }
   };
@@ -282,10 +282,10 @@ int main(int argc, char** argv) {
   // allocate and free a vector per key and pass, and passes run right after them are
   // slower: with all four rows in one round, every value sample followed some contender's
   // list adds (bench/README.md, session 11).
-  rounds({0, 1}, [&](Contender& c) {
-    return std::vector<double>{timed_pass(c, order, get), timed_pass(c, order, put)};
+  rounds(0, [&](Contender& c) {
+    return std::array<double, 2>{timed_pass(c, order, get), timed_pass(c, order, put)};
   });
-  rounds({2, 3}, [&](Contender& c) {
+  rounds(2, [&](Contender& c) {
     // Lists grow from one element to kGrowTo, one timed pass per element: the first
     // pass reallocates every list (1 -> 2), later ones only where std::vector's
     // doubling runs out of room (2 -> 3, 4 -> 5), as lists grow in steady use.
@@ -294,7 +294,7 @@ int main(int argc, char** argv) {
     for (std::size_t len = 2; len < kGrowTo; ++len) grown += timed_pass(c, order, add);
     check_lists(c, kGrowTo);
     reset_lists(c);
-    return std::vector<double>{first, grown / static_cast<double>(kGrowTo - 1)};
+    return std::array<double, 2>{first, grown / static_cast<double>(kGrowTo - 1)};
   });
 
   std::printf(

@@ -57,38 +57,31 @@ CowStateMapAccess::EntryInfo entry(const Map& m, std::uint64_t k, std::int32_t n
 
 }  // namespace
 
-// The snapshot scan relies on it to walk a bitmap word's slots 1..63 by address.
-TEST_CASE("entry pool slots 64w + 1 .. 64w + 63 lie next to each other in memory", "[map][pool]") {
+// The snapshot scan relies on it to walk a bitmap word's slots 1..63 by address. And at()
+// finds a slot's chunk from the bit scan of its index, so every slot of chunks 0..10 (the
+// index ranges where the scan changes) must have storage of its own.
+TEST_CASE("entry pool slots 64w + 1 .. 64w + 63 lie next to each other and no two overlap",
+          "[map][pool]") {
   struct Slot {
     std::uint64_t a, b, c;
   };
   cowstate::EntryPool<Slot> pool;
-  for (std::uint32_t i = 1; i <= 70000; ++i) REQUIRE(pool.allocate() == i);
+  std::vector<std::uintptr_t> address;
   for (std::uint32_t i = 1; i <= 70000; ++i) {
+    REQUIRE(pool.allocate() == i);
+    address.push_back(reinterpret_cast<std::uintptr_t>(&pool.at(i)));
+    pool.at(i).a = i;  // writable storage (ASan checks the bounds)
+  }
+  for (std::uint32_t i = 1; i <= 70000; ++i) {
+    CHECK(pool.at(i).a == i);
     if (i % 64 == 0) continue;
     const std::uint32_t first = i - i % 64 + 1;
     CHECK(&pool.at(i) == &pool.at(first) + (i - first));
   }
-}
-
-// at() finds a slot's chunk from the bit scan of its index: every slot of the first chunks
-// (0..10, the index ranges where the scan changes) must have storage of its own.
-TEST_CASE("entry pool slots across chunk boundaries never overlap", "[map][pool]") {
-  struct Slot {
-    std::uint64_t a, b, c, d;
-  };
-  cowstate::EntryPool<Slot> pool;
-  std::vector<std::uintptr_t> at;
-  for (std::uint32_t i = 1; i <= 70000; ++i) {
-    REQUIRE(pool.allocate() == i);
-    at.push_back(reinterpret_cast<std::uintptr_t>(&pool.at(i)));
-    pool.at(i).a = i;  // writable storage of its own (ASan checks the bounds)
-  }
-  for (std::uint32_t i = 1; i <= 70000; ++i) CHECK(pool.at(i).a == i);
-  std::sort(at.begin(), at.end());
+  std::sort(address.begin(), address.end());
   std::size_t overlaps = 0;
-  for (std::size_t k = 1; k < at.size(); ++k) {
-    if (at[k] - at[k - 1] < sizeof(Slot)) ++overlaps;
+  for (std::size_t k = 1; k < address.size(); ++k) {
+    if (address[k] - address[k - 1] < sizeof(Slot)) ++overlaps;
   }
   CHECK(overlaps == 0);
 }

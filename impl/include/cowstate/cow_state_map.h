@@ -368,6 +368,12 @@ class CowStateMap {
     if (COWSTATE_MUTANT(entry_version_le)) return entry_version <= h;
     return entry_version < h;
   }
+  // Whether entry `e` must be copied before it is written: must_copy_entry, except under
+  // the planted bug that writes shared entries in place.
+  [[gnu::always_inline]] static bool must_copy_before_write(const Entry& e,
+                                                            std::uint32_t h) noexcept {
+    return must_copy_entry(e.entry_version, h) && !COWSTATE_MUTANT(skip_chain_prefix_copy);
+  }
   static bool must_copy_state(std::uint32_t state_version, std::uint32_t h) noexcept {
     if (COWSTATE_MUTANT(state_version_le)) return state_version <= h;
     return state_version < h;
@@ -1022,7 +1028,7 @@ template <class K, class N, class S, class H>
 inline auto CowStateMap<K, N, S, H>::make_writable(Table& table, std::uint32_t b, std::uint32_t idx,
                                                    std::uint32_t h) -> SlotRef {
   Entry& e = at(idx);
-  if (must_copy_entry(e.entry_version, h) && !COWSTATE_MUTANT(skip_chain_prefix_copy)) [[unlikely]]
+  if (must_copy_before_write(e, h)) [[unlikely]]
     return copy_for_write(table, b, idx, e, h);
   return {idx, &e};
 }
@@ -1156,12 +1162,11 @@ inline void CowStateMap<K, N, S, H>::put(const K& key, const N& ns, S state) {
       // make_writable and assign_state, taken apart: the common case is one compare and one
       // store, and assign_state's I3 check is what the compare has just established.
       Entry& e = at(i);
-      if (!must_copy_entry(e.entry_version, h) || COWSTATE_MUTANT(skip_chain_prefix_copy))
-          [[likely]] {
-        e.state = std::move(state);
+      if (must_copy_before_write(e, h)) [[unlikely]] {
+        copy_for_write(t, b, i, e, h).entry->state = std::move(state);
         return;
       }
-      copy_for_write(t, b, i, e, h).entry->state = std::move(state);
+      e.state = std::move(state);
       return;
     }
     assign_state(*make_writable(t, b, i, h).entry, std::move(state), h);
