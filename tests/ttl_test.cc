@@ -7,6 +7,7 @@
 // TTL bug (ttl_mutant_main.cc) and expects a failure.
 #include "cowstate/ttl.h"
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cstddef>
 #include <cstdint>
@@ -176,6 +177,67 @@ TEST_CASE(
   CHECK_FALSE(f.sum->get().has_value());
   CHECK_FALSE(f.agg->get().has_value());
   CHECK(f.b.check_invariants());
+}
+
+// A provider of the kind a user writes: time from its own virtual call, no atomic handed to
+// the base.
+class CountingClock final : public cowstate::TtlTimeProvider {
+ public:
+  std::int64_t current_timestamp() const noexcept override {
+    calls_.fetch_add(1, std::memory_order_relaxed);
+    return now_.load(std::memory_order_relaxed);
+  }
+  void set(std::int64_t t) { now_.store(t, std::memory_order_relaxed); }
+  std::int64_t calls() const { return calls_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<std::int64_t> now_{kStart};
+  mutable std::atomic<std::int64_t> calls_{0};
+};
+
+TEST_CASE(
+    "a backend reads a ManualTtlClock through its atomic and any other clock through "
+    "current_timestamp(), with the same expiry either way",
+    "[ttl]") {
+  ManualTtlClock manual(kStart);
+  CHECK(manual.now() == kStart);
+  manual.advance(42);
+  CHECK(manual.now() == kStart + 42);
+  CHECK(manual.now() == manual.current_timestamp());
+
+  CountingClock clock;
+  Backend b(KeyGroupRange::all(128), 128, {}, &clock);
+  Value& v =
+      b.value_state<VoidNamespaceSerializer, Int64Serializer>("value", -1, ttl_options(Ttl{}));
+  REQUIRE(b.set_current_key(1).ok());
+  v.update(7);  // stamped kStart, by a call of the clock
+  CHECK(clock.calls() >= 1);
+  clock.set(kStart + static_cast<std::int64_t>(kTtl) - 1);
+  CHECK(v.value() == 7);
+  const std::int64_t before = clock.calls();
+  clock.set(kStart + static_cast<std::int64_t>(kTtl));  // the boundary instant
+  CHECK(v.value() == -1);
+  CHECK(clock.calls() > before);
+}
+
+TEST_CASE(
+    "the coarse system clock tells the system clock's milliseconds to within a few ticks "
+    "and does not go back between reads",
+    "[ttl]") {
+  const auto& coarse = cowstate::CoarseSystemTtlClock::instance();
+  const auto& precise = cowstate::SystemTtlClock::instance();
+  const std::int64_t p0 = precise.now();
+  const std::int64_t c = coarse.now();
+  const std::int64_t p1 = precise.now();
+  // One tick is 1-10 ms; allow a few, and scheduling between the reads.
+  CHECK(c >= p0 - 100);
+  CHECK(c <= p1 + 1);
+  std::int64_t last = c;
+  for (int i = 0; i < 1000; ++i) {
+    const std::int64_t t = coarse.now();
+    CHECK(t >= last);
+    last = t;
+  }
 }
 
 TEST_CASE("under OnCreateAndWrite reads do not extend a value's life and writes do", "[ttl]") {

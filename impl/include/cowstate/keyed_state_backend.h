@@ -214,7 +214,7 @@ class KeyedStateHandle : public StateHandleBase {
   Map& map() { return table().map(backend_->current_key_group()); }
   TtlMap& ttl_map() { return ttl_table().map(backend_->current_key_group()); }
   const K& key() const { return backend_->current_key(); }
-  std::int64_t now() const { return backend_->ttl_time_provider().current_timestamp(); }
+  std::int64_t now() const { return backend_->ttl_time_provider().now(); }
 
   // Every operation on a state with TTL starts here: incremental cleanup, if configured.
   void ttl_accessed() {

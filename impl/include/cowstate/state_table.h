@@ -334,7 +334,7 @@ class StateTable<KS, NS, SS, KH>::Snapshot final : public KeyGroupStateSnapshot 
         for (; n < budget && !scan_.done(); ++n) {
           // L5: judged as this entry is written (the mutant: at the sync phase).
           const std::int64_t now =
-              COWSTATE_MUTANT(ttl_full_snapshot_at_start) ? start_ : clock_->current_timestamp();
+              COWSTATE_MUTANT(ttl_full_snapshot_at_start) ? start_ : clock_->now();
           const auto e = scan_.get();
           const std::size_t at = out.size();
           KS::write(out, e.key);
@@ -414,7 +414,7 @@ std::unique_ptr<KeyGroupStateSnapshot> StateTable<KS, NS, SS, KH>::snapshot_key_
   Map& m = map(key_group);
   if (m.empty()) return nullptr;
   const StateTtlConfig* ttl = full_snapshot_cleanup() ? &*meta().ttl : nullptr;
-  const std::int64_t start = ttl != nullptr ? clock_->current_timestamp() : 0;
+  const std::int64_t start = ttl != nullptr ? clock_->now() : 0;
   auto s = std::make_unique<Snapshot>(m.snapshot(), ttl, clock_, start);
   COWSTATE_ASSERT(s->size() == m.size(), "B2", "snapshot size differs from the map's");
   return s;
