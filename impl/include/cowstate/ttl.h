@@ -50,8 +50,6 @@
 //  L4  No stored list or map of a TTL state is empty: one with no live element is removed.
 #pragma once
 
-#include <time.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -59,6 +57,8 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <stop_token>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -155,26 +155,51 @@ class SystemTtlClock final : public TtlTimeProvider {
   }
 };
 
-// Milliseconds of the system clock at the kernel's tick (CLOCK_REALTIME_COARSE: 4 ms at
-// Debian's HZ=250), for a backend that reads the clock on every access of a state with TTL
-// and can take a timestamp up to one tick old. SystemTtlClock reads the time stamp counter
-// through the vDSO, and that read waits for the loads before it, so state accesses no
-// longer overlap their cache misses: in cowstate_ttl_bench at 1e6 keys on a KVM guest it
-// made TTL value gets and puts 2.4-2.7x plain ones, where this clock (about 3 ns, no
-// counter read) costs what ManualTtlClock does (bench/README.md, session 12). Expiry then
-// happens up to one tick early or late. Like SystemTtlClock, it follows the wall clock,
-// which a time step can set back.
-class CoarseSystemTtlClock final : public TtlTimeProvider {
+// Milliseconds of the system clock, read by a thread of its own every `period` and kept in
+// an atomic, so that the backend's read is one load (TtlTimeProvider::now()), as cheap as
+// ManualTtlClock's. For a backend that reads the clock on every access of a state with TTL
+// and can take a timestamp up to a period old (more while the ticker thread waits for a
+// core). SystemTtlClock reads the time stamp counter through the vDSO, and that ordered read
+// waits for the loads before it, so state accesses stop overlapping their cache misses: on
+// this project's KVM guest it made TTL value gets and puts at 1e6 keys 2.4-3.2x plain ones.
+// CLOCK_REALTIME_COARSE reads no counter, but with its call through glibc and the vDSO TTL
+// gets were still 1.7x plain in one of two runs (bench/README.md, session 12).
+//
+// The time never goes back: a step of the wall clock backwards holds it where it was
+// until the wall clock passes it again (a backend's clock must not go backwards).
+class TickingTtlClock final : public TtlTimeProvider {
  public:
+  // REQUIRES: period >= 1 ms.
+  explicit TickingTtlClock(std::chrono::milliseconds period = std::chrono::milliseconds(1))
+      : TtlTimeProvider(&now_),
+        now_(SystemTtlClock::instance().current_timestamp()),
+        period_(period),
+        ticker_([this](std::stop_token stop) { tick_until(stop); }) {
+    COWSTATE_ASSERT(period.count() >= 1, "REQUIRES",
+                    "a ticking clock needs a period of 1 ms or more");
+  }
+  // Stops the ticker (within one period) and joins it.
+  ~TickingTtlClock() override = default;
+
   std::int64_t current_timestamp() const noexcept override {
-    timespec ts{};
-    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
-    return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+    return now_.load(std::memory_order_relaxed);
   }
-  static CoarseSystemTtlClock& instance() noexcept {
-    static CoarseSystemTtlClock clock;
-    return clock;
+
+ private:
+  void tick_until(const std::stop_token& stop) {
+    while (!stop.stop_requested()) {
+      std::this_thread::sleep_for(period_);
+      const std::int64_t wall = SystemTtlClock::instance().current_timestamp();
+      // Only this thread stores, so a load and a store keep the time from going back.
+      if (wall > now_.load(std::memory_order_relaxed)) {
+        now_.store(wall, std::memory_order_relaxed);
+      }
+    }
   }
+
+  std::atomic<std::int64_t> now_;
+  std::chrono::milliseconds period_;
+  std::jthread ticker_;  // last: it starts ticking at construction, and stops first
 };
 
 // A clock set by hand: tests, the simulator's logical time, benchmarks.
