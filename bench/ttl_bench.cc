@@ -142,7 +142,7 @@ class Worker {
 struct Contender {
   const char* name;
   std::optional<cowstate::StateTtlConfig> ttl;
-  const cowstate::TtlTimeProvider* clock = nullptr;  // null: the benchmark's ManualTtlClock
+  const cowstate::TtlTimeProvider* clock;
   std::unique_ptr<Backend> backend{};
   Value* value = nullptr;
   List* list = nullptr;
@@ -166,10 +166,9 @@ std::optional<cowstate::StateTtlConfig> ttl_config(bool cleanup) {
   return c;
 }
 
-void fill(Contender& c, const std::vector<std::uint64_t>& keys,
-          const cowstate::TtlTimeProvider* clock) {
+void fill(Contender& c, const std::vector<std::uint64_t>& keys) {
   c.backend = std::make_unique<Backend>(cowstate::KeyGroupRange::all(128), 128,
-                                        cowstate::MapOptions{}, c.clock ? c.clock : clock);
+                                        cowstate::MapOptions{}, c.clock);
   const cowstate::StateOptions options{c.ttl};
   c.value = &c.backend->value_state<cowstate::VoidNamespaceSerializer, cowstate::Int64Serializer>(
       "value", -1, options);
@@ -235,16 +234,16 @@ int main(int argc, char** argv) {
   const cowstate::ManualTtlClock clock(1'700'000'000'000);
   const cowstate::TickingTtlClock ticking;
   std::vector<Contender> cs;
-  cs.push_back({.name = "plain", .ttl = std::nullopt});
-  cs.push_back({.name = "ttl", .ttl = ttl_config(false)});
-  cs.push_back({.name = "ttl+cleanup", .ttl = ttl_config(true)});
+  cs.push_back({.name = "plain", .ttl = std::nullopt, .clock = &clock});
+  cs.push_back({.name = "ttl", .ttl = ttl_config(false), .clock = &clock});
+  cs.push_back({.name = "ttl+cleanup", .ttl = ttl_config(true), .clock = &clock});
   cs.push_back({.name = "ttl sysclock",
                 .ttl = ttl_config(false),
                 .clock = &cowstate::SystemTtlClock::instance()});
   cs.push_back({.name = "ttl ticking", .ttl = ttl_config(false), .clock = &ticking});
   for (Contender& c : cs) {
     if (!one_thread) c.worker = std::make_unique<Worker>();
-    c.run([&] { fill(c, keys, &clock); });
+    c.run([&] { fill(c, keys); });
   }
 
   auto get = [](Contender& c, std::uint64_t k) {

@@ -198,8 +198,8 @@ class CountingClock final : public cowstate::TtlTimeProvider {
 };
 
 TEST_CASE(
-    "a backend reads a ManualTtlClock through its atomic and any other clock through "
-    "current_timestamp(), with the same expiry either way",
+    "a manual clock's now() follows set and advance, and a clock of the user's own is called "
+    "through current_timestamp() on every TTL access, with the same expiry at the boundary",
     "[ttl]") {
   ManualTtlClock manual(kStart);
   CHECK(manual.now() == kStart);
@@ -212,19 +212,22 @@ TEST_CASE(
   Value& v =
       b.value_state<VoidNamespaceSerializer, Int64Serializer>("value", -1, ttl_options(Ttl{}));
   REQUIRE(b.set_current_key(1).ok());
+  std::int64_t calls = clock.calls();
   v.update(7);  // stamped kStart, by a call of the clock
-  CHECK(clock.calls() >= 1);
+  CHECK(clock.calls() > calls);
+  calls = clock.calls();
   clock.set(kStart + static_cast<std::int64_t>(kTtl) - 1);
   CHECK(v.value() == 7);
-  const std::int64_t before = clock.calls();
+  CHECK(clock.calls() > calls);
+  calls = clock.calls();
   clock.set(kStart + static_cast<std::int64_t>(kTtl));  // the boundary instant
   CHECK(v.value() == -1);
-  CHECK(clock.calls() > before);
+  CHECK(clock.calls() > calls);
 }
 
 TEST_CASE(
-    "a ticking clock tells the system clock's milliseconds, moves with it, never goes back, "
-    "and a backend reads it without a call",
+    "a ticking clock starts at the system clock's milliseconds, moves with them, never reads "
+    "lower than before, and serves a backend's TTL state",
     "[ttl]") {
   const auto& precise = cowstate::SystemTtlClock::instance();
   const std::int64_t p0 = precise.now();

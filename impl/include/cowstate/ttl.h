@@ -40,8 +40,8 @@
 // -------------
 // The clock is read (now(), current_timestamp()) by the backend's writer thread and by checkpoint
 // writers on other threads (full-snapshot cleanup), so a provider must be safe to call from any
-// thread; ManualTtlClock is (an atomic). Everything else here is a pure function of its
-// arguments or a plain value.
+// thread; AtomicTtlClock's subclasses are (an atomic). Everything else here is a pure function of
+// its arguments or a plain value.
 //
 // Invariants (docs/invariants.md)
 //  L1  A TTL is positive and at most INT64_MAX ms.
@@ -114,16 +114,16 @@ struct StateTtlConfig {
 // backwards while a backend uses it.
 //
 // The backend reads the clock through now(), once per access of a state with TTL. A clock
-// that keeps its time in an atomic (ManualTtlClock) hands it to this base at construction,
-// and now() loads it without the virtual call: in a loop of state accesses at 1e6 keys,
-// the virtual call of a clock that only loads an atomic cost 30-40 ns per access, a fifth
-// of the access (bench/README.md, session 12). Other clocks are called through
-// current_timestamp().
+// that keeps its time in an atomic (AtomicTtlClock below) hands it to this base at
+// construction, and now() loads it without the virtual call: in a loop of state accesses
+// at 1e6 keys, the virtual call of a clock that only loads an atomic cost 30-40 ns per
+// access, a fifth of the access (bench/README.md, session 12). Other clocks are called
+// through current_timestamp().
 class TtlTimeProvider {
  public:
   virtual ~TtlTimeProvider() = default;
   virtual std::int64_t current_timestamp() const noexcept = 0;
-  // current_timestamp(), without the virtual call for a clock that published its atomic.
+  // current_timestamp(), without the virtual call for an AtomicTtlClock.
   std::int64_t now() const noexcept {
     if (time_ != nullptr) return time_->load(std::memory_order_relaxed);
     return current_timestamp();
@@ -131,8 +131,7 @@ class TtlTimeProvider {
 
  protected:
   TtlTimeProvider() = default;
-  // `time`: the atomic whose value current_timestamp() returns, loaded relaxed. It must
-  // live as long as this provider.
+  // `time`: the atomic whose value current_timestamp() returns (AtomicTtlClock's).
   explicit TtlTimeProvider(const std::atomic<std::int64_t>* time) noexcept : time_(time) {}
   TtlTimeProvider(const TtlTimeProvider&) = delete;
   TtlTimeProvider& operator=(const TtlTimeProvider&) = delete;
@@ -155,6 +154,25 @@ class SystemTtlClock final : public TtlTimeProvider {
   }
 };
 
+// A clock whose time is an atomic that its subclass stores to: the base's now() loads it
+// directly, current_timestamp() through the virtual call. Relaxed is enough: the clock
+// orders nothing; a thread that must see a new time is handed work after the store through
+// its own synchronization.
+class AtomicTtlClock : public TtlTimeProvider {
+ public:
+  std::int64_t current_timestamp() const noexcept final {
+    return time_.load(std::memory_order_relaxed);
+  }
+
+ protected:
+  // The base gets the address of time_ only; it reads it after construction.
+  explicit AtomicTtlClock(std::int64_t start) noexcept : TtlTimeProvider(&time_), time_(start) {}
+  void store(std::int64_t now) noexcept { time_.store(now, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<std::int64_t> time_;
+};
+
 // Milliseconds of the system clock, read by a thread of its own every `period` and kept in
 // an atomic, so that the backend's read is one load (TtlTimeProvider::now()), as cheap as
 // ManualTtlClock's. For a backend that reads the clock on every access of a state with TTL
@@ -167,55 +185,43 @@ class SystemTtlClock final : public TtlTimeProvider {
 //
 // The time never goes back: a step of the wall clock backwards holds it where it was
 // until the wall clock passes it again (a backend's clock must not go backwards).
-class TickingTtlClock final : public TtlTimeProvider {
+class TickingTtlClock final : public AtomicTtlClock {
  public:
   // REQUIRES: period >= 1 ms.
   explicit TickingTtlClock(std::chrono::milliseconds period = std::chrono::milliseconds(1))
-      : TtlTimeProvider(&now_),
-        now_(SystemTtlClock::instance().current_timestamp()),
-        period_(period),
-        ticker_([this](std::stop_token stop) { tick_until(stop); }) {
-    COWSTATE_ASSERT(period.count() >= 1, "REQUIRES",
-                    "a ticking clock needs a period of 1 ms or more");
-  }
+      : AtomicTtlClock(SystemTtlClock::instance().current_timestamp()),
+        period_(checked(period)),
+        ticker_([this](std::stop_token stop) { tick_until(stop); }) {}
   // Stops the ticker (within one period) and joins it.
   ~TickingTtlClock() override = default;
 
-  std::int64_t current_timestamp() const noexcept override {
-    return now_.load(std::memory_order_relaxed);
-  }
-
  private:
+  static std::chrono::milliseconds checked(std::chrono::milliseconds period) noexcept {
+    COWSTATE_ASSERT(period.count() >= 1, "REQUIRES",
+                    "a ticking clock needs a period of 1 ms or more");
+    return period;
+  }
   void tick_until(const std::stop_token& stop) {
     while (!stop.stop_requested()) {
       std::this_thread::sleep_for(period_);
+      // Only this thread stores, so comparing first keeps the time from going back.
       const std::int64_t wall = SystemTtlClock::instance().current_timestamp();
-      // Only this thread stores, so a load and a store keep the time from going back.
-      if (wall > now_.load(std::memory_order_relaxed)) {
-        now_.store(wall, std::memory_order_relaxed);
-      }
+      if (wall > current_timestamp()) store(wall);
     }
   }
 
-  std::atomic<std::int64_t> now_;
   std::chrono::milliseconds period_;
   std::jthread ticker_;  // last: it starts ticking at construction, and stops first
 };
 
 // A clock set by hand: tests, the simulator's logical time, benchmarks.
-class ManualTtlClock final : public TtlTimeProvider {
+class ManualTtlClock final : public AtomicTtlClock {
  public:
-  // The base gets the address of now_ only; it reads it after construction.
-  explicit ManualTtlClock(std::int64_t now = 0) noexcept : TtlTimeProvider(&now_), now_(now) {}
-  // Relaxed is enough: the clock orders nothing; a thread that must see a new time is
-  // handed work after the set() through its own synchronization.
-  std::int64_t current_timestamp() const noexcept override {
-    return now_.load(std::memory_order_relaxed);
-  }
+  explicit ManualTtlClock(std::int64_t now = 0) noexcept : AtomicTtlClock(now) {}
   // REQUIRES: now >= current_timestamp() (time never goes backwards).
   void set(std::int64_t now) noexcept {
     COWSTATE_ASSERT(now >= current_timestamp(), "L2", "a TTL clock went backwards");
-    now_.store(now, std::memory_order_relaxed);
+    store(now);
   }
   // REQUIRES: ms >= 0 and no overflow.
   void advance(std::int64_t ms) noexcept {
@@ -224,9 +230,6 @@ class ManualTtlClock final : public TtlTimeProvider {
                     "a TTL clock advanced beyond INT64_MAX");
     set(current_timestamp() + ms);
   }
-
- private:
-  std::atomic<std::int64_t> now_;
 };
 
 // last_access + ttl, saturating at INT64_MAX. REQUIRES: ttl >= 1 (L1), so the sum can only
