@@ -34,8 +34,7 @@ TEST_CASE(
   const std::uint64_t seed = stress_env::seed();
   INFO("COWSTATE_STRESS_SEED=" << seed);
   cowstate::sim::Prng rng(seed);
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(stress_env::seconds()));
+  const auto deadline = stress_env::deadline();
   cowstate::AsyncBufferPool pool(3);  // half the files share it
   std::uint64_t files = 0;
   std::uint64_t failed = 0;

@@ -1,11 +1,14 @@
 // The backend simulation (sim/src/backend_run.cc): determinism, what a campaign exercises,
 // recorded runs replayed as scenarios, shrinking a backend failure, and scenario runs.
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cowstate/sim/campaign.h"
+#include "cowstate/sim/explore.h"
 #include "cowstate/sim/run.h"
 #include "cowstate/sim/scenario.h"
 #include "cowstate/sim/shrink.h"
@@ -190,7 +193,8 @@ TEST_CASE("backend runs with a TTL move the clock onto expiry instants and check
 TEST_CASE("a clock step inside a paused writer operation is invalid",
           "[sim][backend][ttl][scenario]") {
   // Regression 007, with the clock line inside the paused add.
-  const RunResult r = run_scenario(parse_ok(R"(config capacity=1 min_capacity=1 max_capacity=2 workload=backend ttl=5
+  const RunResult r = run_scenario(
+      parse_ok(R"(config capacity=1 min_capacity=1 max_capacity=2 workload=backend ttl=5
 writer: list s=events k=1 add 0
 writer: list s=events k=0 update [7]
 clock: advance 5
@@ -215,4 +219,39 @@ expect live s=count = {1:[7,0]}
   CHECK(r.outcome == Outcome::failure);
   CHECK(r.check == "expect");
   CHECK(r.message == "b.scenario:5: live count is {1:[7,3]}, expected {1:[7,0]}");
+}
+
+TEST_CASE(
+    "in every interleaving a cancel racing a checkpoint is accepted before its commit and too "
+    "late after it, and an accepted one never publishes",
+    "[sim][backend][cancel]") {
+  const std::string file =
+      std::string(COWSTATE_SOURCE_DIR) + "/scenarios/smoke/backend-cancel-races-commit.scenario";
+  std::ifstream in(file);
+  REQUIRE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  ParseError error;
+  const auto s = parse_scenario(text.str(), file, &error);
+  INFO(error.to_string());
+  REQUIRE(s.has_value());
+  std::set<std::string> answers;
+  RunConfig config;
+  config.scenario = &*s;
+  config.on_step = [&answers](const StepView& v) {
+    for (const std::string& line : v.trace) {
+      const std::size_t at = line.find("releaser cancel c1");
+      if (at != std::string::npos) answers.insert(line.substr(at + 18));
+    }
+  };
+  ExploreOptions options;
+  options.preemption_bound = 3;
+  const ExploreResult r = explore(config, options);
+  CHECK(r.complete);
+  CHECK(r.failures.empty());
+  // Before the first step, between entries, at the commit point, and after the commit.
+  CHECK(answers.count(": accepted") == 1);
+  CHECK(answers.count(" (mid-step): accepted") == 1);
+  CHECK(answers.count(": too late") == 1);
+  CHECK(answers.size() == 3);
 }

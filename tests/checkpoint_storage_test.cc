@@ -366,3 +366,73 @@ TEST_CASE("async files take their buffers from a pool and give them back", "[sto
   CHECK(pool.kept() == 3);
   CHECK(pool.take(1 << 16).capacity() >= std::size_t{1} << 16);
 }
+
+TEST_CASE(
+    "a checkpoint cancelled before its commit is never published and leaves no temporary file",
+    "[storage][cancel]") {
+  const bool io_thread = GENERATE(false, true);
+  const int cancel_at = GENERATE(0, 1, 2);  // before any step, mid-file, after the last byte
+  INFO("io_thread " << io_thread << ", cancel at " << cancel_at);
+  TempDir dir;
+  auto storage = open_storage(dir.path(), cowstate::posix_file_system(), 3, io_thread);
+  Backend b(KeyGroupRange::all(128));
+  States s(b);
+  populate(b, s, 300, 1);
+  REQUIRE(write_to(*storage, b, 1).ok());
+  const auto before = files_in(dir.path());
+
+  auto pending = storage->begin(2);
+  REQUIRE(pending.ok());
+  cowstate::CheckpointWriter w(b.snapshot(2), pending->get());
+  if (cancel_at == 0) CHECK((*pending)->cancel() == cowstate::CancelResult::accepted);
+  if (cancel_at >= 1) REQUIRE_FALSE(w.step(50));
+  if (cancel_at == 1) CHECK((*pending)->cancel() == cowstate::CancelResult::accepted);
+  if (cancel_at < 2) {
+    // The writer sees the cancel at its next section or block and stops, releasing its map
+    // snapshots (C2).
+    CHECK(w.step(1u << 20));
+    CHECK(w.failed());
+    CHECK(w.status().message().find("cancelled") != std::string::npos);
+    CHECK(w.snapshot()->live_key_groups() == 0);
+  } else {
+    while (!w.step(64)) {
+    }
+    REQUIRE(w.done());
+    CHECK((*pending)->cancel() == cowstate::CancelResult::accepted);
+  }
+  CHECK((*pending)->cancel() == cowstate::CancelResult::repeated);
+  const cowstate::Status committed = (*pending)->commit();
+  CHECK_FALSE(committed.ok());
+  CHECK(committed.message().find("cancelled") != std::string::npos);
+  CHECK(storage->latest()->value() == 1);
+  CHECK(files_in(dir.path()) == before);  // the temporary file is gone
+  CHECK((*pending)->cancel() == cowstate::CancelResult::repeated);
+}
+
+TEST_CASE("a cancel after the commit is too late and leaves the checkpoint published",
+          "[storage][cancel]") {
+  TempDir dir;
+  auto storage = open_storage(dir.path());
+  Backend b(KeyGroupRange::all(128));
+  States s(b);
+  populate(b, s, 100, 2);
+  auto pending = storage->begin(1);
+  REQUIRE(pending.ok());
+  cowstate::CheckpointWriter w(b.snapshot(1), pending->get());
+  while (!w.step(64)) {
+  }
+  REQUIRE((*pending)->commit().ok());
+  CHECK((*pending)->cancel() == cowstate::CancelResult::too_late);
+  CHECK((*pending)->cancel() == cowstate::CancelResult::too_late);
+  CHECK_FALSE((*pending)->cancel_requested());
+  CHECK(storage->latest()->value() == 1);
+  CHECK(restored_image(*storage, 1) == image(s));
+
+  // A checkpoint that failed or was aborted has nothing left to cancel.
+  auto aborted = storage->begin(2);
+  REQUIRE(aborted.ok());
+  (*aborted)->abort();
+  CHECK((*aborted)->cancel() == cowstate::CancelResult::finished);
+  CHECK_FALSE((*aborted)->cancel_requested());
+  CHECK(storage->latest()->value() == 1);
+}

@@ -23,4 +23,11 @@ inline std::uint64_t seed() {
   return static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
 }
 
+// When a test case started now should stop.
+inline std::chrono::steady_clock::time_point deadline() {
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+             std::chrono::duration<double>(seconds()));
+}
+
 }  // namespace stress_env

@@ -317,6 +317,10 @@ bool CheckpointWriter::finish_file() {
 bool CheckpointWriter::step(std::size_t max_entries) {
   COWSTATE_ASSERT(max_entries > 0, "REQUIRES", "a checkpoint step needs a positive budget");
   if (finished()) return true;
+  if (sink_->cancel_requested()) {
+    cancel();
+    return true;
+  }
   if (state_ == State::header) {
     ByteWriter w;
     encode_header(w, snapshot_->header());
@@ -327,6 +331,10 @@ bool CheckpointWriter::step(std::size_t max_entries) {
   const KeyGroupRange range = snapshot_->header().range;
   std::size_t budget = max_entries;
   while (budget > 0 && state_ == State::blocks) {
+    if (sink_->cancel_requested()) {
+      cancel();
+      break;
+    }
     if (range.empty() || next_key_group_ > range.end()) {
       finish_file();
       break;

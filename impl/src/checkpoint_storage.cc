@@ -469,8 +469,56 @@ PendingCheckpoint::~PendingCheckpoint() {
   if (!finished_) abort();
 }
 
+const char* cancel_result_name(CancelResult r) noexcept {
+  switch (r) {
+    case CancelResult::accepted:
+      return "accepted";
+    case CancelResult::repeated:
+      return "repeated";
+    case CancelResult::too_late:
+      return "too late";
+    case CancelResult::finished:
+      return "finished";
+  }
+  return "?";
+}
+
+// The compare-exchange is the whole protocol: cancel() and commit() each try to move the
+// phase out of `open`, and exactly one succeeds. acq_rel is not needed for the decision (the
+// phase carries no data), but it makes everything the cancelling thread did before its
+// cancel visible to the owner that observes it, which a caller may rely on.
+CancelResult PendingCheckpoint::cancel() noexcept {
+  Phase seen = Phase::open;
+  if (phase_.compare_exchange_strong(seen, Phase::cancelled, std::memory_order_acq_rel)) {
+    return CancelResult::accepted;
+  }
+  switch (seen) {
+    case Phase::cancelled:
+      return CancelResult::repeated;
+    case Phase::committing:
+    case Phase::committed:
+      return CancelResult::too_late;
+    case Phase::open:
+    case Phase::aborted:
+      break;
+  }
+  return CancelResult::finished;
+}
+
+bool PendingCheckpoint::cancel_requested() const noexcept {
+  return phase_.load(std::memory_order_acquire) == Phase::cancelled;
+}
+
+Status PendingCheckpoint::refuse_cancelled() {
+  return Status::error("checkpoint " + std::to_string(id_) + " was cancelled: it is not published");
+}
+
 Status PendingCheckpoint::append(std::span<const std::byte> bytes) {
   COWSTATE_ASSERT(!finished_, "C6", "append to a committed or aborted checkpoint");
+  if (cancel_requested()) {
+    failed_ = true;
+    return refuse_cancelled();
+  }
   if (failed_) return Status::error("checkpoint " + std::to_string(id_) + " already failed");
   if (Status st = file_->append(bytes); !st.ok()) {
     failed_ = true;
@@ -484,6 +532,8 @@ Status PendingCheckpoint::append(std::span<const std::byte> bytes) {
 void PendingCheckpoint::abort() noexcept {
   if (finished_ && file_ == nullptr) return;
   finished_ = true;
+  Phase open = Phase::open;  // a cancelled checkpoint stays cancelled (cancel() says so)
+  phase_.compare_exchange_strong(open, Phase::aborted, std::memory_order_acq_rel);
   if (file_ != nullptr) {
     (void)file_->close();
     file_.reset();
@@ -493,6 +543,16 @@ void PendingCheckpoint::abort() noexcept {
 
 Status PendingCheckpoint::commit() {
   COWSTATE_ASSERT(!finished_, "C6", "a checkpoint committed or aborted twice");
+  Phase seen = Phase::open;
+  const bool won =
+      phase_.compare_exchange_strong(seen, Phase::committing, std::memory_order_acq_rel);
+  // Planted bug: the commit does not look at the phase and publishes a cancelled checkpoint.
+  if (!won && !COWSTATE_MUTANT(commit_ignores_cancel)) {
+    COWSTATE_ASSERT(seen == Phase::cancelled, "C7",
+                    "only a cancel moves an unfinished checkpoint out of open");
+    abort();
+    return refuse_cancelled();
+  }
   if (failed_) {
     abort();
     return Status::error("checkpoint " + std::to_string(id_) +
@@ -500,6 +560,7 @@ Status PendingCheckpoint::commit() {
   }
   Status st = storage_->publish(*this);
   finished_ = true;
+  if (won) phase_.store(st.ok() ? Phase::committed : Phase::aborted, std::memory_order_release);
   return st;
 }
 

@@ -240,10 +240,11 @@ struct CheckpointRecord {
   std::unique_ptr<BackendSnapshot> snapshot;  // until the writer takes it
   std::unique_ptr<PendingCheckpoint> pending;
   std::unique_ptr<CheckpointWriter> writer;
-  bool in_step = false;           // its serializer is inside CheckpointWriter::step
-  bool cancel_requested = false;  // by the releaser while in_step
-  bool decided = false;           // the releaser chose whether to cancel it
-  bool fault_decided = false;     // generated runs: the serializer chose whether to arm one
+  bool in_step = false;  // its serializer is inside a step (writing, or about to commit)
+  // What the releaser's first cancel returned (C7: accepted means never published).
+  std::optional<CancelResult> cancelled;
+  bool decided = false;        // the releaser chose whether to cancel it
+  bool fault_decided = false;  // generated runs: the serializer chose whether to arm one
   bool finished = false;
   bool complete = false;  // committed
 };
@@ -366,15 +367,16 @@ class BackendSimulation final : public SimCore {
     }
     return writer_done_ || undecided_ > 0;
   }
-  void after_resume(Task& t, const StepRecord&) override {
+  void after_resume(Task& t, const StepRecord& rec) override {
     if (t.kind == TaskKind::writer || t.kind == TaskKind::releaser) dirty_ = true;
     clock_armed_ = t.kind != TaskKind::clock;
     if (t.kind == TaskKind::serializer && ttl_) {
       // A slice that stopped inside a step wrote at this time (the clock stood still).
-      CheckpointRecord* rec = named(t.script_name);
-      if (rec != nullptr && rec->in_step) rec->write_times.insert(now());
+      CheckpointRecord* c = named(t.script_name);
+      if (c != nullptr && c->in_step) c->write_times.insert(now());
     }
     after_step_checks();
+    if (config_.on_step) config_.on_step(step_view(t, rec));
   }
   void after_step_checks() override;
   void check_expectation(const Expectation& e) override;
@@ -444,6 +446,15 @@ class BackendSimulation final : public SimCore {
 
   // --- checkpoints ---
   void cancel(CheckpointRecord& rec, const std::string& by);
+  void commit(CheckpointRecord& rec);
+  // No temporary file of rec's is left in the checkpoint directory.
+  // No temporary file of rec's is left in the checkpoint directory, unless the armed fault
+  // fired at a file operation since `since` (the removal may be what failed).
+  void expect_no_temporary(const CheckpointRecord& rec, std::uint64_t since, const char* check,
+                           const std::string& after);
+  static bool accepted_cancel(const CheckpointRecord& rec) {
+    return rec.cancelled == CancelResult::accepted;
+  }
   void finish_failed(CheckpointRecord& rec, const std::string& why);
   void finish_complete(CheckpointRecord& rec);
   // Arms an injected I/O error at the n-th mutating file operation from now.
@@ -1230,12 +1241,6 @@ void BackendSimulation::serializer_body(CheckpointRecord& rec, Task& self) {
       end_unit(self);
       return;
     }
-    if (rec.cancel_requested) {
-      begin_action(self, act);
-      cancel(rec, self.name);
-      end_unit(self);
-      return;
-    }
     bool arm = line != nullptr && line->action.kind == ActionKind::fail;
     if (scenario_ == nullptr && !rec.fault_decided) {
       rec.fault_decided = true;
@@ -1269,46 +1274,73 @@ void BackendSimulation::serializer_body(CheckpointRecord& rec, Task& self) {
     if (ttl_) rec.write_times.insert(now());
     rec.in_step = true;
     const bool finished = rec.writer->step(budget);
-    rec.in_step = false;
     if (ttl_) rec.write_times.insert(now());
     trace(self.name + " step " + (act.budget == 0 ? std::string("all") : std::to_string(budget)) +
           " -> " + std::to_string(rec.writer->bytes_written()) + " bytes");
     if (rec.writer->failed()) {
-      expect_injected(before, rec.name + ": write", rec.writer->status());
+      rec.in_step = false;
+      if (!accepted_cancel(rec))
+        expect_injected(before, rec.name + ": write", rec.writer->status());
       finish_failed(rec, rec.writer->status().message());
       end_unit(self);
       return;
     }
     if (finished) {
-      const std::uint64_t at = fs_->operations();
-      const Status committed = rec.pending->commit();
-      if (!committed.ok()) {
-        expect_injected(at, rec.name + ": commit", committed);
-        finish_failed(rec, committed.message());
-      } else {
-        finish_complete(rec);
-      }
+      commit(rec);
       end_unit(self);
       return;
     }
+    rec.in_step = false;
     end_unit(self);
     Fiber::yield();
   }
 }
 
+// The end of the async phase: the file is written, the commit decides. Between the two is
+// where another thread's cancel races the commit (checkpoint.commit); C7 says who wins.
+void BackendSimulation::commit(CheckpointRecord& rec) {
+  on_yield("checkpoint.commit");
+  rec.in_step = false;
+  const std::uint64_t at = fs_->operations();
+  const Status committed = rec.pending->commit();
+  if (!committed.ok()) {
+    if (accepted_cancel(rec)) {
+      expect_no_temporary(rec, at, "C7", "its commit refused the cancelled checkpoint");
+    } else {
+      expect_injected(at, rec.name + ": commit", committed);
+    }
+    finish_failed(rec, committed.message());
+    return;
+  }
+  expect(!accepted_cancel(rec), "C7",
+         rec.name + " was published although its cancel was accepted before the commit");
+  finish_complete(rec);
+}
+
+// The releaser asks the pending checkpoint to stop, as another thread would; the serializer
+// sees it at its next section, block or commit. The answer must match where the serializer
+// is: a checkpoint that has not begun its commit accepts, a committed one is too late.
 void BackendSimulation::cancel(CheckpointRecord& rec, const std::string& by) {
-  if (rec.finished) {
-    trace(by + " cancel " + rec.name + ": already finished");
+  const std::string where = rec.in_step ? " (mid-step)" : "";
+  if (rec.pending == nullptr) {
+    trace(by + " cancel " + rec.name + ": finished (it never began)");
     return;
   }
-  if (rec.in_step) {
-    trace(by + " cancel " + rec.name + " (mid-step)");
-    rec.cancel_requested = true;
-    return;
+  const CancelResult got = rec.pending->cancel();
+  trace(by + " cancel " + rec.name + where + ": " + cancel_result_name(got));
+  CancelResult want = CancelResult::accepted;
+  if (rec.cancelled == CancelResult::accepted) {
+    want = CancelResult::repeated;
+  } else if (rec.finished) {
+    want = rec.complete ? CancelResult::too_late : CancelResult::finished;
   }
-  trace(by + " cancel " + rec.name);
-  rec.writer->cancel();
-  finish_failed(rec, rec.writer->status().message());
+  expect(got == want, "C7",
+         by + "'s cancel of " + rec.name + where + " returned " + cancel_result_name(got) +
+             ", expected " + cancel_result_name(want) +
+             (rec.finished ? (rec.complete ? " (it committed)" : " (it failed)")
+                           : " (its commit has not begun)"));
+  if (!rec.cancelled) rec.cancelled = got;
+  dirty_ = true;
 }
 
 void BackendSimulation::finish_failed(CheckpointRecord& rec, const std::string& why) {
@@ -1318,8 +1350,10 @@ void BackendSimulation::finish_failed(CheckpointRecord& rec, const std::string& 
     rec.decided = true;
     --undecided_;
   }
+  const std::uint64_t before_abort = fs_->operations();
   if (rec.pending != nullptr) rec.pending->abort();
   trace(rec.name + " failed: " + scrub(why));
+  expect_no_temporary(rec, before_abort, "C6", "it was aborted");
   // C2: a dead checkpoint pins nothing (the writer is kept: only its release may free them).
   const BackendSnapshot* snap = rec.writer != nullptr ? rec.writer->snapshot() : nullptr;
   if (snap != nullptr) {
@@ -1338,6 +1372,23 @@ void BackendSimulation::finish_failed(CheckpointRecord& rec, const std::string& 
   }
   dirty_ = true;
   check_previous_restores("after " + rec.name + " failed");
+}
+
+void BackendSimulation::expect_no_temporary(const CheckpointRecord& rec, std::uint64_t since,
+                                            const char* check, const std::string& after) {
+  if (armed_at_ > since && armed_at_ <= fs_->operations()) {
+    // The injected fault hit the removal itself (abort is best effort): the next open()
+    // removes what is left.
+    return;
+  }
+  auto names = fs_->list_dir(storage_->dir());
+  expect(names.ok(), "storage",
+         "listing the checkpoint directory: " + scrub(names.status().message()));
+  const std::string tmp = std::filesystem::path(storage_->data_path(rec.id)).filename().string();
+  for (const std::string& name : *names) {
+    expect(name.rfind(tmp, 0) != 0 || name == tmp, check,
+           rec.name + "'s temporary file " + name + " is still there after " + after);
+  }
 }
 
 void BackendSimulation::finish_complete(CheckpointRecord& rec) {
@@ -1709,7 +1760,7 @@ std::uint64_t BackendSimulation::digest() const {
   for (const auto& r : checkpoints_) {
     d.add(r->id);
     d.add(static_cast<std::uint64_t>(r->finished) | (std::uint64_t{r->complete} << 1) |
-          (std::uint64_t{r->in_step} << 2) | (std::uint64_t{r->cancel_requested} << 3) |
+          (std::uint64_t{r->in_step} << 2) | (std::uint64_t{accepted_cancel(*r)} << 3) |
           (std::uint64_t{r->decided} << 4));
     d.add(r->writer != nullptr ? r->writer->bytes_written() : 0);
   }

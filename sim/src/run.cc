@@ -942,17 +942,7 @@ void Simulation::after_resume(Task& t, const StepRecord& rec) {
   if (t.kind == TaskKind::writer) dirty_ = true;
   after_step_checks();
   if (config_.on_step) {
-    StepView v;
-    v.step = result_.stats.steps;
-    v.task = t.script_name;
-    if (t.current_line != nullptr) v.source_line = t.current_line->line;
-    if (rec.resumed) {
-      v.action = "continue";
-    } else if (t.current_line != nullptr) {
-      v.action = print_action(*t.current_line);
-    }
-    v.paused_at = rec.paused_at;
-    v.trace = step_trace_;
+    StepView v = step_view(t, rec);
     if (t.kind == TaskKind::writer && t.inner_yields == 0) {
       v.copied_entries = copied_entries_;
       v.copied_states = copied_states_;

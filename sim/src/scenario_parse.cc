@@ -112,9 +112,9 @@ bool is_ttl_state(const std::string& name) {
 }
 
 const std::vector<std::string>& yield_points() {
-  static const std::vector<std::string> points = {"map.copy_chain_prefix", "map.insert_new",
-                                                  "map.rehash_move", "snapshot_writer.entry",
-                                                  "checkpoint_writer.entry"};
+  static const std::vector<std::string> points = {
+      "map.copy_chain_prefix", "map.insert_new",          "map.rehash_move",
+      "snapshot_writer.entry", "checkpoint_writer.entry", "checkpoint.commit"};
   return points;
 }
 

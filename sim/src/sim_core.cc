@@ -14,10 +14,11 @@ void SimCore::resume(Task& t) {
   running_ = &t;
   // The step is recorded even when a check inside it throws: a failing run's last step
   // belongs to the scenario that reproduces it.
-  auto finish_record = [this, &t, &rec] {
+  // A step that threw stopped at its check, not at a yield point: it records no pause.
+  auto finish_record = [this, &t, &rec](bool threw) {
     running_ = nullptr;
     ++result_.stats.steps;
-    if (t.inner_yields > 0) rec.paused_at = t.point;
+    if (t.inner_yields > 0 && !threw) rec.paused_at = t.point;
     if (config_.record) {
       rec.end_action = static_cast<std::uint32_t>(result_.tasks[t.id].actions.size());
       result_.steps.push_back(rec);
@@ -26,10 +27,10 @@ void SimCore::resume(Task& t) {
   try {
     t.fiber->resume();
   } catch (...) {
-    finish_record();
+    finish_record(true);
     throw;
   }
-  finish_record();
+  finish_record(false);
   after_resume(t, rec);
 }
 

@@ -273,6 +273,22 @@ class SimCore {
     writer_done_ = true;
   }
 
+  // What observers see of the step of t that just ended (no map layout).
+  StepView step_view(const Task& t, const StepRecord& rec) const {
+    StepView v;
+    v.step = result_.stats.steps;
+    v.task = t.script_name;
+    if (t.current_line != nullptr) v.source_line = t.current_line->line;
+    if (rec.resumed) {
+      v.action = "continue";
+    } else if (t.current_line != nullptr) {
+      v.action = print_action(*t.current_line);
+    }
+    v.paused_at = rec.paused_at;
+    v.trace = step_trace_;
+    return v;
+  }
+
   // Adds where every task is (and its random stream) to an exploration digest.
   void digest_tasks(Digest& d) const {
     for (const auto& t : tasks_) {

@@ -23,7 +23,10 @@
 // memory): step(k) writes at most k entries plus the block and index bookkeeping they
 // complete; a key group's block goes to the sink as soon as it is complete, and that key
 // group's map snapshots are released right then. On a sink error or cancel() every map
-// snapshot still held is released at once; the destructor releases what is left.
+// snapshot still held is released at once; the destructor releases what is left. A sink
+// may also be cancelled from another thread (PendingCheckpoint::cancel): the writer sees it
+// through CheckpointSink::cancel_requested() before every header, section and block it
+// writes, and stops as if cancel() had been called.
 //
 // Reading (restore)
 // -----------------
@@ -139,6 +142,9 @@ class CheckpointSink {
   virtual ~CheckpointSink() = default;
   // Appends `bytes`; an error is final for this checkpoint.
   virtual Status append(std::span<const std::byte> bytes) = 0;
+  // Whether the checkpoint was cancelled while being written (from any thread): the writer
+  // then stops before its next piece of work. Any thread.
+  virtual bool cancel_requested() const noexcept { return false; }
 };
 
 // A sink into memory (tests, fuzz seeds, benchmarks).
@@ -182,9 +188,12 @@ class CheckpointWriter {
 
   // Writes at most `max_entries` entries, and the header, blocks, index and footer they
   // complete; a key group (even an empty one) counts as one entry, so every step is bounded.
-  // Returns true once finished: done() or failed(). REQUIRES: max_entries > 0.
+  // Stops as cancel() does when the sink's cancel_requested() turns true (checked before
+  // each section and block). Returns true once finished: done() or failed().
+  // REQUIRES: max_entries > 0.
   bool step(std::size_t max_entries);
-  // Stops the checkpoint: releases every map snapshot; status() becomes an error.
+  // Stops the checkpoint: releases every map snapshot; status() becomes an error. The
+  // writing thread (another thread cancels through the sink).
   void cancel();
 
   bool done() const noexcept { return state_ == State::done; }

@@ -23,6 +23,18 @@
 // the middle of pruning leaves an older checkpoint complete or an orphan, both harmless.
 // fsync before each rename makes the order hold across power loss, not only process death.
 //
+// Cancelling (PendingCheckpoint::cancel, from any thread)
+// --------------------------------------------------------
+// Flink never acknowledges a cancelled async snapshot, and neither do we. One atomic phase
+// decides the race between a cancel and the commit: commit() moves it from open to
+// committing before it touches the directory, cancel() from open to cancelled. Whichever
+// comes first wins:
+//   - a cancel accepted first: the checkpoint is never published; the writer stops at its
+//     next section or block (cancel_requested()), a later append or commit() is refused,
+//     and the temporary file is removed by the owner's commit(), abort() or the destructor;
+//   - a cancel after commit() began: CancelResult::too_late; the commit goes on and
+//     publishes the checkpoint unless it fails on its own.
+//
 // Finding checkpoints
 // -------------------
 // complete_checkpoints() lists ids that have a manifest whose checksum is valid; read(id)
@@ -40,15 +52,21 @@
 // Thread safety
 // -------------
 // A CheckpointStorage and its PendingCheckpoints are used by one thread at a time (the
-// async checkpoint thread, typically). One process writes a directory at a time.
+// async checkpoint thread, typically), except PendingCheckpoint::cancel() and
+// cancel_requested(), which any thread may call at any time. One process writes a
+// directory at a time.
 //
 // Invariants (docs/invariants.md)
 //  C5  A manifest is renamed into place only after its data file was fsynced, renamed into
 //      place and the directory fsynced; only a checkpoint with a manifest is complete.
 //  C6  A PendingCheckpoint is committed or aborted once; an aborted or failed one leaves
 //      no file under a final name.
+//  C7  A checkpoint whose cancel was accepted is never published, and its temporary file
+//      is gone once its owner commits, aborts or destroys it; a cancel that finds the
+//      commit begun returns too_late.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -195,8 +213,18 @@ struct StorageOptions {
 
 class CheckpointStorage;
 
+// What PendingCheckpoint::cancel() achieved.
+enum class CancelResult : std::uint8_t {
+  accepted,  // the commit had not begun: the checkpoint is never published
+  repeated,  // an earlier cancel was accepted already
+  too_late,  // the commit had begun or finished: it publishes unless it fails on its own
+  finished,  // the checkpoint had failed or been aborted: nothing is published anyway
+};
+const char* cancel_result_name(CancelResult r) noexcept;
+
 // A checkpoint being written: a CheckpointSink into a temporary file. commit() publishes
-// it; abort() (or destruction without commit) removes the temporary file.
+// it; abort() (or destruction without commit) removes the temporary file; cancel() (any
+// thread) makes sure it is never published unless its commit has begun (C7).
 class PendingCheckpoint final : public CheckpointSink {
  public:
   ~PendingCheckpoint() override;
@@ -204,20 +232,38 @@ class PendingCheckpoint final : public CheckpointSink {
   PendingCheckpoint& operator=(const PendingCheckpoint&) = delete;
 
   std::uint64_t id() const noexcept { return id_; }
+  // Refused once a cancel was accepted. REQUIRES: neither committed nor aborted.
   Status append(std::span<const std::byte> bytes) override;
   // Publishes the checkpoint (steps 1-4 above). On error nothing is published (C6) and the
-  // previous complete checkpoint stays the latest. REQUIRES: neither committed nor aborted.
+  // previous complete checkpoint stays the latest. After an accepted cancel it publishes
+  // nothing, removes the temporary file and says so (C7).
+  // REQUIRES: neither committed nor aborted.
   Status commit();
   // Removes the temporary file (best effort). Idempotent.
   void abort() noexcept;
+  // Asks that the checkpoint never be published. Any thread, any time, any number of times.
+  CancelResult cancel() noexcept;
+  // A cancel was accepted. Any thread.
+  bool cancel_requested() const noexcept override;
 
  private:
   friend class CheckpointStorage;
+  // Who may still publish: the one atomic word the race between cancel() and commit() is
+  // decided on (see "Cancelling" above).
+  enum class Phase : std::uint8_t { open, cancelled, committing, committed, aborted };
+
   PendingCheckpoint(CheckpointStorage* storage, std::uint64_t id,
                     std::unique_ptr<WritableFile> file);
+  Status refuse_cancelled();
 
+  // Set at construction.
   CheckpointStorage* storage_;
   std::uint64_t id_;
+
+  // Any thread.
+  std::atomic<Phase> phase_{Phase::open};
+
+  // The owning thread only.
   std::unique_ptr<WritableFile> file_;
   Checksum64Stream checksum_;
   std::uint64_t size_ = 0;

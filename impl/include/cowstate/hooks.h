@@ -49,6 +49,7 @@ enum class Mutant : std::uint8_t {
   snapshot_not_released_on_failure,  // a failed or cancelled checkpoint keeps its map snapshots
   key_group_wrong_hash,              // key group from the raw key hash, not Flink's murmur mix
   restore_keeps_out_of_range,        // restore keeps the key groups outside its range
+  commit_ignores_cancel,             // a checkpoint whose cancel was accepted still commits
   // State TTL (fuzzed with the backend workload with a TTL; also killed by the [ttl] tests).
   ttl_boundary_lt,             // TTL expiry `<` instead of `<=`: the boundary instant lives
   ttl_cleanup_in_place,        // TTL cleanup filters a (shared) stored list in place
@@ -90,6 +91,8 @@ inline constexpr MutantInfo kCatalog[] = {
      "key group computed from the raw key hash instead of the murmur-mixed one"},
     {Mutant::restore_keeps_out_of_range, "restore_keeps_out_of_range",
      "restore keeps key groups outside its range"},
+    {Mutant::commit_ignores_cancel, "commit_ignores_cancel",
+     "a checkpoint whose cancel was accepted before its commit is published all the same"},
     {Mutant::ttl_boundary_lt, "ttl_boundary_lt",
      "< for <= in the TTL expiry check: the boundary instant is still live"},
     {Mutant::ttl_cleanup_in_place, "ttl_cleanup_in_place",
@@ -113,7 +116,7 @@ constexpr bool is_ttl_mutant(Mutant m) noexcept {
 constexpr bool is_backend_mutant(Mutant m) noexcept {
   return m == Mutant::restore_global_state_ids || m == Mutant::snapshot_not_released_on_failure ||
          m == Mutant::key_group_wrong_hash || m == Mutant::restore_keeps_out_of_range ||
-         is_ttl_mutant(m);
+         m == Mutant::commit_ignores_cancel || is_ttl_mutant(m);
 }
 }  // namespace cowstate::mutants
 
