@@ -93,7 +93,9 @@ TEST_CASE("a recorded backend run written as a scenario replays the same trace",
     auto strategy = make_strategy(spec.strategy, spec.pct_depth, case_ops(spec));
     const RunResult recorded = run_once(config, *strategy);
     REQUIRE(recorded.outcome == Outcome::pass);
-    const Scenario scenario = to_scenario(config, recorded);
+    const std::optional<Scenario> recorded_scenario = to_scenario(config, recorded);
+    REQUIRE(recorded_scenario.has_value());
+    const Scenario& scenario = *recorded_scenario;
     CHECK(scenario.config.backend);
     const std::string text = print_scenario(scenario);
     ParseError error;

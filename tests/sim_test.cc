@@ -256,8 +256,8 @@ TEST_CASE("case files round trip and bad ones name the line", "[sim][case]") {
   // Bytes from a binary or mis-encoded file are quoted as hex, not copied into the message.
   CHECK_FALSE(parse_case("\xff\xfe x\n", "b.case", &error).has_value());
   CHECK(error ==
-        "b.case:1: unknown key '\\xff\\xfe' (expected seed, strategy, pct_depth, workload, "
-        "options, outcome, check or trace_hash)");
+        "b.case:1: unknown key '\\xff\\xfe' (expected version, mutant, seed, strategy, "
+        "pct_depth, workload, options, outcome, check or trace_hash)");
 }
 
 namespace {

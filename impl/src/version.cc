@@ -2,6 +2,6 @@
 
 namespace cowstate {
 
-const char* version_string() noexcept { return "0.1.0"; }
+const char* version_string() noexcept { return COWSTATE_VERSION; }
 
 }  // namespace cowstate

@@ -380,6 +380,7 @@ class BackendSimulation final : public SimCore {
   }
   void after_step_checks() override;
   void check_expectation(const Expectation& e) override;
+  void check_latest(const Expectation& e);
   std::uint64_t digest() const override;
   void on_assertion() override { broken_ = true; }
 
@@ -1558,10 +1559,8 @@ void BackendSimulation::scripted_restore(const Action& a) {
                             "); only a complete one restores");
   }
   for (const GroupRange& r : {a.into, a.also}) {
-    if (!r.empty() && r.last >= max_parallelism_) {
-      invalid(*tasks_[0], "key groups " + range_text(r) + " beyond max parallelism " +
-                              std::to_string(max_parallelism_));
-    }
+    COWSTATE_ASSERT(r.empty() || r.last < max_parallelism_, "REQUIRES",
+                    "the parser refuses key groups beyond max parallelism");
   }
   auto bytes = storage_->read(rec->id);
   expect(bytes.ok(), "restore",
@@ -1687,62 +1686,85 @@ void BackendSimulation::after_step_checks() {
 }
 
 void BackendSimulation::check_expectation(const Expectation& e) {
-  const std::string at = scenario_->file + ":" + std::to_string(e.line) + ": ";
-  auto fail = [&](const std::string& message) {
-    throw CheckFailed{"expect", at + message, e.line};
+  auto fail = [&](const std::string& message, Difference d) {
+    expectation_failed(e, message, std::move(d));
   };
   if (e.kind == ExpectKind::failure) return;  // judged on the outcome of the whole run
   if (e.kind == ExpectKind::latest) {
-    auto latest = storage_->latest();
-    if (!latest.ok()) fail("finding the latest checkpoint: " + scrub(latest.status().message()));
-    const CheckpointRecord* want = e.target == "none" ? nullptr : named(e.target);
-    if (e.target != "none" && want == nullptr) fail(e.target + " has not started");
-    const std::optional<std::uint64_t> want_id =
-        want != nullptr ? std::optional<std::uint64_t>(want->id) : std::nullopt;
-    if (*latest != want_id) {
-      fail("the latest complete checkpoint is " +
-           (*latest ? checkpoints_.at(**latest - 1)->name : std::string("none")) + ", expected " +
-           e.target);
-    }
+    check_latest(e);
     return;
   }
-  if (e.kind != ExpectKind::image || e.state.empty()) {
-    fail("a map expectation in a backend scenario");
-  }
+  COWSTATE_ASSERT(e.kind == ExpectKind::image && !e.state.empty(), "REQUIRES",
+                  "the parser refuses map expectations in backend files");
   const Image want(e.image.begin(), e.image.end());
-  auto image_text = [](const Image& image) {
-    return print_image(ScenarioImage(image.begin(), image.end()));
+  const bool sequences = has_sequence_values(e.state);
+  auto image_text = [sequences](const Image& image) { return print_image(image, sequences); };
+  auto differs = [&want](const Image& got, const char* who) {
+    Difference d = image_difference(want, got);
+    d.shape = who;
+    return d;
   };
   if (e.target == "live") {
     const BackendImage live = contents(*primary_, "the live backend");
     const Image& got = live.at(e.state);
-    if (got != want)
-      fail("live " + e.state + " is " + image_text(got) + ", expected " + image_text(want));
+    if (got != want) {
+      fail("live " + e.state + " is " + image_text(got) + ", expected " + image_text(want),
+           differs(got, "in production"));
+    }
     return;
   }
   const CheckpointRecord* rec = named(e.target);
-  if (rec == nullptr) fail(e.target + " has not started");
+  if (rec == nullptr) fail(e.target + " has not started", Difference::of("not started"));
+  COWSTATE_ASSERT(e.into.empty() || e.into.last < max_parallelism_, "REQUIRES",
+                  "the parser refuses key groups beyond max parallelism");
   const KeyGroupRange range = e.into.empty() ? range_ : KeyGroupRange(e.into.first, e.into.last);
-  if (!e.into.empty() && e.into.last >= max_parallelism_) {
-    fail("key groups " + range_text(e.into) + " beyond max parallelism " +
-         std::to_string(max_parallelism_));
-  }
   const std::string where = e.target + (e.into.empty() ? "" : " into " + range_text(e.into));
   const Image by_model = restricted(rec->complete ? rec->expected : rec->image, range).at(e.state);
   if (by_model != want) {
     fail(where + " " + e.state + " is " + image_text(by_model) + " by the model, expected " +
-         image_text(want));
+             image_text(want),
+         differs(by_model, "by the model"));
   }
   if (!rec->complete) return;  // failed or unfinished: the model's word is all there is
   auto bytes = storage_->read(rec->id);
-  if (!bytes.ok()) fail(e.target + " does not read back: " + scrub(bytes.status().message()));
+  if (!bytes.ok()) {
+    fail(e.target + " does not read back: " + scrub(bytes.status().message()),
+         Difference::of("unreadable"));
+  }
   const CheckpointInput in{rec->name, *bytes};
   const auto sb = restored({in}, range, false, where);
   const Image got = contents(*sb, where).at(e.state);
   if (got != want) {
     fail(where + " " + e.state + " restored to " + image_text(got) + ", expected " +
-         image_text(want));
+             image_text(want),
+         differs(got, "in production"));
   }
+}
+
+// `expect latest NAME|none`. The difference says where the newest complete checkpoint is
+// against the expected one: none, older or newer.
+void BackendSimulation::check_latest(const Expectation& e) {
+  auto latest = storage_->latest();
+  if (!latest.ok()) {
+    expectation_failed(e, "finding the latest checkpoint: " + scrub(latest.status().message()),
+                       Difference::of("storage error"));
+  }
+  const CheckpointRecord* want = e.target == "none" ? nullptr : named(e.target);
+  if (e.target != "none" && want == nullptr) {
+    expectation_failed(e, e.target + " has not started", Difference::of("not started"));
+  }
+  const std::uint64_t want_id = want != nullptr ? want->id : 0;  // ids start at 1
+  const std::uint64_t got_id = latest->value_or(0);
+  if (got_id == want_id) return;
+  const std::string shape = got_id == 0        ? "latest none"
+                            : want_id == 0     ? "latest unexpected"
+                            : got_id < want_id ? "latest older"
+                                               : "latest newer";
+  expectation_failed(e,
+                     "the latest complete checkpoint is " +
+                         (*latest ? checkpoints_.at(**latest - 1)->name : std::string("none")) +
+                         ", expected " + e.target,
+                     Difference::of(shape));
 }
 
 std::uint64_t BackendSimulation::digest() const {

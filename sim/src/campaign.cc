@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <chrono>
+#include <cstdio>
 #include <sstream>
 
 #include "cowstate/assert.h"
@@ -71,7 +72,9 @@ CampaignSummary run_campaign(const CampaignOptions& options,
     run.index = index;
     run.spec = case_for_run(options, index);
     if (on_start) on_start(run.spec);
+    const Clock::time_point run_start = Clock::now();
     run.result = run_case(run.spec);
+    run.seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
     run.spec.outcome = outcome_name(run.result.outcome);
     run.spec.check = run.result.check;
     run.spec.trace_hash = run.result.trace_hash;
@@ -95,23 +98,31 @@ CampaignSummary run_campaign(const CampaignOptions& options,
       last_progress = Clock::now();
       on_progress(summary);
     }
-    if (failed && options.stop_at_first_failure) break;
+    if (failed && options.max_failures != 0 && summary.failures >= options.max_failures) break;
   }
   summary.seconds = elapsed();
   return summary;
 }
 
+std::string trace_hash_text(std::uint64_t hash) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
 std::string format_case(const CaseSpec& spec) {
   std::ostringstream out;
-  out << "# cowstate failing case: `cowstate replay FILE` reruns it exactly.\n"
-      << "seed " << spec.seed << "\n"
+  out << "# cowstate failing case: `cowstate replay FILE` reruns it exactly.\n";
+  if (!spec.version.empty()) out << "version " << spec.version << "\n";
+  if (!spec.mutant.empty()) out << "mutant " << spec.mutant << "\n";
+  out << "seed " << spec.seed << "\n"
       << "strategy " << spec.strategy << "\n"
       << "pct_depth " << spec.pct_depth << "\n";
   if (spec.kind == WorkloadKind::backend) out << "workload backend\n";
   out << "options " << case_options(spec) << "\n"
       << "outcome " << spec.outcome << "\n"
       << "check " << (spec.check.empty() ? "-" : spec.check) << "\n"
-      << "trace_hash " << spec.trace_hash << "\n";
+      << "trace_hash " << trace_hash_text(spec.trace_hash) << "\n";
   return out.str();
 }
 
@@ -171,12 +182,24 @@ std::optional<CaseSpec> parse_case(const std::string& text, const std::string& f
     } else if (key == "check") {
       spec.check = value == "-" ? "" : value;
     } else if (key == "trace_hash") {
-      if (!parse_u64(value, &spec.trace_hash))
-        return fail("expected a trace hash, found '" + value + "'");
+      // 16 hex digits; a bare 0 (unknown) is what hand-written cases may say.
+      const bool hex =
+          value.size() == 16 && value.find_first_not_of("0123456789abcdef") == std::string::npos;
+      if (value == "0") {
+        spec.trace_hash = 0;
+      } else if (!hex || std::from_chars(value.data(), value.data() + 16, spec.trace_hash, 16).ec !=
+                             std::errc()) {
+        return fail("expected a trace hash of 16 hex digits (or 0: unknown), found '" + value +
+                    "'");
+      }
+    } else if (key == "version") {
+      spec.version = value;
+    } else if (key == "mutant") {
+      spec.mutant = value;
     } else {
       return fail("unknown key '" + key +
-                  "' (expected seed, strategy, pct_depth, workload, options, outcome, check or "
-                  "trace_hash)");
+                  "' (expected version, mutant, seed, strategy, pct_depth, workload, options, "
+                  "outcome, check or trace_hash)");
     }
   }
   if (!have_seed || !have_options) {

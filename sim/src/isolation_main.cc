@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli_options.h"
 #include "cowstate/sim/isolation.h"
 
 namespace {
@@ -140,13 +141,22 @@ int main(int argc, char** argv) {
   bool no_reader = false;
 
   CLI::App app{"cowstate-isolation: CowStateMap against the reference model, seeded runs"};
-  app.add_option("--seconds", seconds, "Time budget in seconds (about)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--seed", base_seed, "First seed; run i uses seed + i / mixes");
-  app.add_option("--keys", keys, "Override every mix's key count")->check(CLI::PositiveNumber);
-  app.add_option("--mix", mix_index, "Run only this mix (index, see the list printed first)");
-  app.add_option("--ops", ops_per_run, "Operations per run at most")->check(CLI::PositiveNumber);
-  app.add_option("--runs", runs_max, "Stop after this many runs (0: only the time budget)");
+  cowstate::cli::add_version_flag(app, "cowstate-isolation");
+  using cowstate::cli::unsigned_option;
+  cowstate::cli::seconds_option(&app, "--seconds", seconds, 0, 31536000,
+                                "Time budget in seconds (about)");
+  unsigned_option(&app, "--seed", base_seed, 0, UINT64_MAX,
+                  "First seed; run i uses seed + i / mixes");
+  unsigned_option(&app, "--keys", keys, 1, 1u << 24, "Override every mix's key count")
+      ->default_str("the mix's");
+  std::uint64_t mix = 0;
+  CLI::Option* mix_option = unsigned_option(
+      &app, "--mix", mix, 0, 1000, "Run only this mix (index, see the list printed first)");
+  mix_option->default_str("every mix");
+  unsigned_option(&app, "--ops", ops_per_run, 1, std::uint64_t{1} << 40,
+                  "Operations per run at most");
+  unsigned_option(&app, "--runs", runs_max, 0, std::uint64_t{1} << 40,
+                  "Stop after this many runs (0: only the time budget)");
   app.add_flag("--no-reader", no_reader, "Check every snapshot on the writer thread only");
   try {
     app.parse(argc, argv);
@@ -154,6 +164,7 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
+  if (mix_option->count() > 0) mix_index = static_cast<int>(mix);
 
   const std::vector<IsolationMix> mixes = cowstate::sim::isolation_mixes();
   if (mix_index >= static_cast<int>(mixes.size())) {

@@ -8,487 +8,476 @@
 //   cowstate explore   runs every interleaving of a scenario's tasks within bounds
 //   cowstate explain   narrates a scenario step by step (text, or one Graphviz graph per step)
 //
-// Every failure found by fuzz, explore or mutants is shrunk to a scenario file.
+// Every failure found by fuzz, explore or mutants goes through the failure pipeline
+// (failure_pipeline.h): reported, written as a case file, shrunk to a scenario file.
 //
 // Exit codes: 0 pass, 1 correctness failure, 2 bad input or usage, 3 crash or assertion
 // caught, 4 stuck schedule (step bound hit).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <cerrno>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "cowstate/hooks.h"
+#include "build_info.h"
+#include "cli_input.h"
+#include "cli_options.h"
 #include "cowstate/sim/campaign.h"
 #include "cowstate/sim/explain.h"
 #include "cowstate/sim/explore.h"
 #include "cowstate/sim/run.h"
 #include "cowstate/sim/scenario.h"
 #include "cowstate/sim/shrink.h"
+#include "failure_pipeline.h"
+#include "kill_matrix.h"
 
 namespace {
 
 using namespace cowstate::sim;
+using cowstate::cli::FailureTally;
+using cowstate::cli::invoked_as;
+using cowstate::cli::kExitUsage;
+using cowstate::cli::pasteable;
+using cowstate::cli::set_crash_hint;
 
-constexpr int kExitUsage = 2;
-constexpr int kExitCrash = 3;
-
-// What a crash handler prints: the run in flight, as a command that reruns it.
-char g_crash_hint[512] = "";
-
-[[maybe_unused]] void on_fatal_signal(int sig) {
-  const char* name = sig == SIGSEGV   ? "SIGSEGV"
-                     : sig == SIGABRT ? "SIGABRT"
-                     : sig == SIGBUS  ? "SIGBUS"
-                                      : "signal";
-  const char prefix[] = "\ncowstate: crashed with ";
-  [[maybe_unused]] auto r1 = write(2, prefix, sizeof prefix - 1);
-  [[maybe_unused]] auto r2 = write(2, name, std::strlen(name));
-  [[maybe_unused]] auto r3 = write(2, "\n", 1);
-  [[maybe_unused]] auto r4 = write(2, g_crash_hint, std::strlen(g_crash_hint));
-  _exit(kExitCrash);
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void install_crash_handlers() {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  return;  // the sanitizer's own report says more than ours would
-#else
-  for (int sig : {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL}) std::signal(sig, on_fatal_signal);
-#endif
-}
+// ---------------------------------------------------------------------------------------
+// fuzz
 
-std::string replay_command(const CaseSpec& spec, const std::string& case_file) {
-  if (!case_file.empty()) return "cowstate replay " + case_file;
-  const std::uint32_t deep = spec.kind == WorkloadKind::backend ? spec.backend.deep_check_every
-                                                                : spec.workload.deep_check_every;
-  std::string cmd = "cowstate fuzz --seed " + std::to_string(spec.seed) + " --runs 1 --ops " +
-                    std::to_string(case_ops(spec)) + " --strategy " + spec.strategy +
-                    " --deep-check-every " + std::to_string(deep);
-  if (spec.kind == WorkloadKind::backend) cmd += " --workload backend";
-  if (spec.strategy == "pct") cmd += " --pct-depth " + std::to_string(spec.pct_depth);
-  return cmd;
-}
-
-void set_crash_hint_text(const std::string& hint) {
-  std::snprintf(g_crash_hint, sizeof g_crash_hint, "%s\n", hint.c_str());
-}
-
-void set_crash_hint(const CaseSpec& spec) {
-  set_crash_hint_text("replay: " + replay_command(spec, ""));
-}
-
-void print_failure(const FinishedRun& run, const std::string& case_file) {
-  const RunResult& r = run.result;
-  std::printf("\nFAILED: seed %llu, strategy %s, outcome %s (exit %d)\n",
-              static_cast<unsigned long long>(run.spec.seed), run.spec.strategy.c_str(),
-              outcome_name(r.outcome), exit_code(r.outcome));
-  std::printf("  check: %s\n  what:  %s\n", r.check.c_str(), r.message.c_str());
-  std::printf("  options: %s\n  last trace lines:\n", case_options(run.spec).c_str());
-  for (const std::string& line : r.trace) std::printf("    %s\n", line.c_str());
-  std::printf("  replay: %s\n", replay_command(run.spec, case_file).c_str());
-}
-
-// The planted bug switched on in this process ("" when none, or not a mutants build).
-std::string active_mutant_name() {
-#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
-  for (const auto& info : cowstate::mutants::kCatalog) {
-    if (info.mutant == cowstate::mutants::active()) return info.name;
-  }
-#endif
-  return "";
-}
-
-// Reads a whole file; nullopt (with a message on stderr) when it cannot.
-std::optional<std::string> read_file(const std::string& path, const char* who) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    std::fprintf(stderr, "%s: cannot open %s: %s\n", who, path.c_str(), std::strerror(errno));
-    return std::nullopt;
-  }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-std::optional<Scenario> load_scenario(const std::string& path, const char* who) {
-  auto text = read_file(path, who);
-  if (!text) return std::nullopt;
-  ParseError error;
-  auto s = parse_scenario(*text, path, &error);
-  if (!s) std::fprintf(stderr, "%s: %s\n", who, error.to_string().c_str());
-  return s;
-}
-
-// Writes `text` to DIR/NAME (creating DIR); returns the path, or "" after a message.
-std::string write_file(const std::string& dir, const std::string& name, const std::string& text) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  const std::string path = dir + "/" + name;
-  std::ofstream out(path);
-  out << text;
-  out.close();
-  if (!out) {
-    std::fprintf(stderr, "cowstate: cannot write %s\n", path.c_str());
-    return "";
-  }
-  return path;
-}
-
-// Shrinks a failing scenario and writes it; prints what it did. Returns the shrink result.
-ShrinkResult shrink_and_write(const Scenario& failing, const RunResult& failure,
-                              const std::string& origin, const std::string& out_dir,
-                              const std::string& name, double seconds, bool show = true) {
-  ShrinkOptions options;
-  options.max_seconds = seconds;
-  ShrinkResult shrunk = shrink(failing, failure.outcome, failure.check, options);
-  // Under a planted bug the scenario is a negative one: it names the mutant it kills.
-  const std::string mutant = active_mutant_name();
-  if (!mutant.empty()) shrunk.scenario.kills = mutant;
-  if (!shrunk.reproduced) {
-    std::printf(
-        "  shrink: the recorded schedule did not reproduce the failure (%s); the "
-        "unshrunk scenario is written instead\n",
-        outcome_name(shrunk.result.outcome));
-  }
-  const std::string header =
-      "Found by: " + origin + "\nFails:    " + std::string(outcome_name(failure.outcome)) +
-      " at check " + failure.check + "\n          " + failure.message +
-      "\nShrunk:   " + std::to_string(shrunk.steps_before) + " steps -> " +
-      std::to_string(shrunk.steps_after) + " steps in " + std::to_string(shrunk.runs) +
-      " runs\nReplay:   cowstate run " + (mutant.empty() ? "" : "--mutant kills ") +
-      "FILE (exits " + std::to_string(exit_code(failure.outcome)) + ")";
-  const std::string text = print_scenario(shrunk.scenario, header);
-  const std::string path = out_dir.empty() ? "" : write_file(out_dir, name, text);
-  if (!show) return shrunk;
-  std::printf("  shrunk %zu -> %zu steps (%llu runs)%s%s\n", shrunk.steps_before,
-              shrunk.steps_after, static_cast<unsigned long long>(shrunk.runs),
-              path.empty() ? "" : "; written to ", path.c_str());
-  std::printf("----- scenario -----\n%s--------------------\n", text.c_str());
-  return shrunk;
-}
-
-ShrinkResult shrink_case(const CaseSpec& spec, const RunResult& failure, const std::string& out_dir,
-                         double seconds, const std::string& name = "", bool show = true) {
-  std::unique_ptr<Strategy> strategy = make_strategy(spec.strategy, spec.pct_depth, case_ops(spec));
-  RunConfig config = config_for_case(spec);
-  config.record = true;
-  const RunResult recorded = run_once(config, *strategy);
-  const Scenario scenario = to_scenario(config, recorded);
-  return shrink_and_write(
-      scenario, failure, replay_command(spec, ""), out_dir,
-      name.empty() ? "fuzz-seed-" + std::to_string(spec.seed) + ".scenario" : name, seconds, show);
-}
-
-nlohmann::json run_json(const FinishedRun& run) {
-  const RunResult& r = run.result;
-  return nlohmann::json{{"run", run.index},
-                        {"seed", run.spec.seed},
-                        {"strategy", run.spec.strategy},
-                        {"outcome", outcome_name(r.outcome)},
-                        {"check", r.check},
-                        {"message", r.message},
-                        {"steps", r.stats.steps},
-                        {"ops", r.stats.ops},
-                        {"snapshots", r.stats.snapshots},
-                        {"snapshots_checked", r.stats.snapshots_checked},
-                        {"entries_checked", r.stats.entries_checked},
-                        {"trace_hash", r.trace_hash},
-                        {"workload", run.spec.kind == WorkloadKind::backend ? "backend" : "map"},
-                        {"options", case_options(run.spec)}};
-}
+struct FuzzArgs {
+  CampaignOptions campaign;
+  CLI::Option* runs_option = nullptr;  // given on the command line: count() > 0
+  CLI::Option* max_failures_option = nullptr;
+  bool json = false;
+  bool keep_going = false;
+  std::string out_dir = "cowstate-failures";
+  std::string shard = "0/1";
+  std::string workload = "map";
+  std::string mutant;  // a planted bug to fuzz (mutants build)
+  double shrink_seconds = 30;
+};
 
 bool parse_shard(const std::string& text, std::uint32_t* index, std::uint32_t* count) {
   const std::size_t slash = text.find('/');
   if (slash == std::string::npos) return false;
-  try {
-    std::size_t used = 0;
-    const unsigned long i = std::stoul(text.substr(0, slash), &used);
-    if (used != slash) return false;
-    const std::string rest = text.substr(slash + 1);
-    const unsigned long n = std::stoul(rest, &used);
-    if (used != rest.size() || n == 0 || i >= n || n > 1000000) return false;
-    *index = static_cast<std::uint32_t>(i);
-    *count = static_cast<std::uint32_t>(n);
-    return true;
-  } catch (...) {
-    return false;
-  }
+  const auto i = cowstate::cli::parse_unsigned(std::string_view(text).substr(0, slash), 0, 999999);
+  const auto n =
+      cowstate::cli::parse_unsigned(std::string_view(text).substr(slash + 1), 1, 1000000);
+  if (!i || !n || *i >= *n) return false;
+  *index = static_cast<std::uint32_t>(*i);
+  *count = static_cast<std::uint32_t>(*n);
+  return true;
 }
 
-std::string write_case_file(const std::string& dir, const FinishedRun& run) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  const std::string path = dir + "/case-" + std::to_string(run.spec.seed) + ".txt";
-  std::ofstream out(path);
-  out << format_case(run.spec);
-  if (!out) {
-    std::fprintf(stderr, "cowstate: cannot write %s\n", path.c_str());
-    return "";
-  }
-  return path;
+// The campaign a shard belongs to: what every shard of it has in common, and its id (the
+// FNV-1a of that object's text), so that shards of one campaign can be recognised.
+nlohmann::json campaign_json(const CampaignOptions& o) {
+  return {{"seed", o.seed},
+          {"runs", o.runs},
+          {"time_s", o.time_seconds},
+          {"ops", o.ops},
+          {"strategy", o.strategy},
+          {"pct_depth", o.pct_depth},
+          {"workload", o.workload == WorkloadKind::backend ? "backend" : "map"},
+          {"deep_check_every", o.deep_check_every},
+          {"max_failures", o.max_failures}};
 }
 
-int cmd_fuzz(const CampaignOptions& options, bool json, const std::string& out_dir,
-             double shrink_seconds) {
-  const bool tty = isatty(2) != 0 && !json;
-  if (!json) {
+std::string campaign_id(const nlohmann::json& campaign) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (const char c : campaign.dump()) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ULL;
+  }
+  return trace_hash_text(h);
+}
+
+std::string budget_text(const CampaignOptions& o) {
+  const std::string time = cowstate::cli::bound_text(o.time_seconds) + " s";
+  if (o.runs == 0) return "runs until " + time + " are spent";
+  const std::string runs = std::to_string(o.runs) + " runs";
+  return o.time_seconds > 0 ? runs + " in at most " + time : runs;
+}
+
+// A failing run: its report, its case file, and (the first time its signature is seen) its
+// shrunk scenario; the JSON record when asked for.
+void handle_failure(FinishedRun run, const FuzzArgs& a, const std::string& id,
+                    FailureTally& tally) {
+  run.spec.version = version_line();
+  run.spec.mutant = a.mutant;
+  const std::string case_file = cowstate::cli::write_case_file(a.out_dir, run.spec);
+  const std::string replay = cowstate::cli::replay_command(run.spec, case_file);
+  if (!a.json) cowstate::cli::print_failure(run, case_file);
+  const FailureSignature signature = run.result.signature();
+  const bool fresh = tally.add(signature, run.index, run.spec.seed);
+  FailureTally::Entry& entry = tally.at(signature);
+  nlohmann::json j = cowstate::cli::run_json(run, id);
+  j["case_file"] = case_file;
+  j["replay"] = replay;
+  if (fresh) {
+    entry.case_file = case_file;
+    entry.replay = replay;
+    if (a.shrink_seconds > 0) {
+      set_crash_hint("while shrinking the failure of seed " + std::to_string(run.spec.seed) + " (" +
+                     signature.to_string() + "); its report is above" +
+                     (case_file.empty() ? "" : " and its case file is " + case_file) +
+                     "; replay: " + replay);
+      const cowstate::cli::ShrinkRequest request{
+          cowstate::cli::replay_command(run.spec, ""),
+          a.out_dir,
+          "fuzz-seed-" + std::to_string(run.spec.seed) + ".scenario",
+          a.shrink_seconds,
+          a.mutant,
+          !a.json};
+      if (auto shrunk = cowstate::cli::shrink_case(run.spec, run.result, request)) {
+        entry.shrunk_file = shrunk->path;
+        j["shrink"] = {{"steps_before", shrunk->result.steps_before},
+                       {"steps_after", shrunk->result.steps_after},
+                       {"runs", shrunk->result.runs},
+                       {"reproduced", shrunk->result.reproduced},
+                       {"signature", shrunk->result.signature.to_string()}};
+        if (!shrunk->path.empty()) {
+          j["shrunk_replay"] =
+              invoked_as() + " run " + (a.mutant.empty() ? "" : "--mutant kills ") + shrunk->path;
+        }
+      } else {
+        j["shrink"] = {{"reproduced", false},
+                       {"note", "the run failed in its setup, before its first step"}};
+      }
+    }
+  } else if (!a.json) {
+    std::printf("  (the same failure as run %llu: not shrunk again)\n",
+                static_cast<unsigned long long>(entry.first_run));
+  }
+  j["shrunk_file"] = entry.shrunk_file;
+  if (a.json) std::cout << j.dump() << std::endl;
+}
+
+void print_totals(const CampaignSummary& s) {
+  std::printf(
+      "runs %llu, steps %llu (%.0f steps/s), ops %llu, snapshots %llu started / %llu checked, "
+      "entries checked %llu, deep checks %llu, %.1f s\n",
+      static_cast<unsigned long long>(s.runs), static_cast<unsigned long long>(s.totals.steps),
+      s.seconds > 0 ? static_cast<double>(s.totals.steps) / s.seconds : 0.0,
+      static_cast<unsigned long long>(s.totals.ops),
+      static_cast<unsigned long long>(s.totals.snapshots),
+      static_cast<unsigned long long>(s.totals.snapshots_checked),
+      static_cast<unsigned long long>(s.totals.entries_checked),
+      static_cast<unsigned long long>(s.totals.deep_checks), s.seconds);
+}
+
+int cmd_fuzz(FuzzArgs a) {
+  CampaignOptions& o = a.campaign;
+  if (!parse_shard(a.shard, &o.shard_index, &o.shard_count)) {
+    std::fprintf(stderr,
+                 "cowstate fuzz: --shard expects I/N with 0 <= I < N <= 1000000, found '%s'\n",
+                 a.shard.c_str());
+    return kExitUsage;
+  }
+  if (a.runs_option->count() == 0) o.runs = o.time_seconds > 0 ? 0 : 100;
+  if (a.keep_going && a.max_failures_option->count() == 0) o.max_failures = 0;
+  o.workload = a.workload == "backend" ? WorkloadKind::backend : WorkloadKind::map;
+  if (!cowstate::cli::activate_mutant_named(a.mutant)) return kExitUsage;
+  nlohmann::json campaign = campaign_json(o);
+  if (!a.mutant.empty()) campaign["mutant"] = a.mutant;
+  const std::string id = campaign_id(campaign);
+  const CaseSpec first = case_for_run(o, o.shard_index);
+  if (a.json) {
+    std::cout << nlohmann::json{{"type", "campaign"},
+                                {"tool", "cowstate"},
+                                {"version", version_line()},
+                                {"campaign_id", id},
+                                {"campaign", campaign},
+                                {"shard", {{"index", o.shard_index}, {"count", o.shard_count}}}}
+                     .dump()
+              << std::endl;
+  } else {
     std::printf(
-        "cowstate fuzz: seed %llu, %s%s, strategy %s, %u ops per run, shard %u/%u, workload %s\n",
-        static_cast<unsigned long long>(options.seed),
-        options.runs ? (std::to_string(options.runs) + " runs").c_str() : "",
-        options.time_seconds > 0 ? (" " + std::to_string(options.time_seconds) + " s").c_str() : "",
-        options.strategy.c_str(), options.ops, options.shard_index, options.shard_count,
-        options.workload == WorkloadKind::backend ? "backend" : "map");
+        "cowstate fuzz: seed %llu, %s, strategy %s, %u ops per run, shard %u/%u, "
+        "workload %s, stop after %s\n",
+        static_cast<unsigned long long>(o.seed), budget_text(o).c_str(), o.strategy.c_str(), o.ops,
+        o.shard_index, o.shard_count, a.workload.c_str(),
+        o.max_failures == 0
+            ? "no failure (--keep-going)"
+            : (std::to_string(o.max_failures) + " failure" + (o.max_failures == 1 ? "" : "s"))
+                  .c_str());
+    std::printf("first run: seed %llu options %s\n", static_cast<unsigned long long>(first.seed),
+                case_options(first).c_str());
   }
-  std::string case_file;
+  const bool tty = isatty(2) != 0 && !a.json;
+  FailureTally tally;
+  auto on_start = [&a](CaseSpec spec) {
+    spec.mutant = a.mutant;
+    set_crash_hint("while running seed " + std::to_string(spec.seed) +
+                   "; replay: " + cowstate::cli::replay_command(spec, ""));
+  };
   auto on_run = [&](const FinishedRun& run) {
-    if (json) std::cout << run_json(run).dump() << "\n" << std::flush;
-    if (run.result.outcome != Outcome::pass && !out_dir.empty() && case_file.empty()) {
-      case_file = write_case_file(out_dir, run);
+    if (run.result.outcome != Outcome::pass) {
+      if (tty) std::fprintf(stderr, "\n");
+      handle_failure(run, a, id, tally);
+    } else if (a.json) {
+      std::cout << cowstate::cli::run_json(run, id).dump() << "\n";
     }
   };
   auto on_progress = [&](const CampaignSummary& s) {
     if (!tty) return;
-    std::fprintf(stderr, "\r  runs %llu  steps/s %.0f  snapshots checked %llu  failures %llu   ",
+    std::fprintf(stderr, "\r  runs %llu  steps/s %.0f  snapshots checked %llu  failures %llu  %.1f",
                  static_cast<unsigned long long>(s.runs),
                  s.seconds > 0 ? static_cast<double>(s.totals.steps) / s.seconds : 0.0,
                  static_cast<unsigned long long>(s.totals.snapshots_checked),
-                 static_cast<unsigned long long>(s.failures));
-  };
-  // The first run's options are printed before its first step.
-  const CaseSpec first = case_for_run(options, options.shard_index);
-  if (!json)
-    std::printf("first run: seed %llu options %s\n", static_cast<unsigned long long>(first.seed),
-                case_options(first).c_str());
-  const CampaignSummary s = run_campaign(options, set_crash_hint, on_run, on_progress);
-  if (tty) std::fprintf(stderr, "\n");
-  if (!json) {
-    std::printf(
-        "runs %llu, steps %llu (%.0f steps/s), ops %llu, snapshots %llu started / %llu checked, "
-        "entries checked %llu, deep checks %llu, %.1f s\n",
-        static_cast<unsigned long long>(s.runs), static_cast<unsigned long long>(s.totals.steps),
-        s.seconds > 0 ? static_cast<double>(s.totals.steps) / s.seconds : 0.0,
-        static_cast<unsigned long long>(s.totals.ops),
-        static_cast<unsigned long long>(s.totals.snapshots),
-        static_cast<unsigned long long>(s.totals.snapshots_checked),
-        static_cast<unsigned long long>(s.totals.entries_checked),
-        static_cast<unsigned long long>(s.totals.deep_checks), s.seconds);
-  }
-  if (s.first_failure) {
-    if (!json) print_failure(*s.first_failure, case_file);
-    if (!case_file.empty() && !json) std::printf("  case written to %s\n", case_file.c_str());
-    if (!json && shrink_seconds > 0) {
-      shrink_case(s.first_failure->spec, s.first_failure->result, out_dir, shrink_seconds);
+                 static_cast<unsigned long long>(s.failures), s.seconds);
+    if (o.time_seconds > 0) {
+      std::fprintf(stderr, "/%s s   ", cowstate::cli::bound_text(o.time_seconds).c_str());
+    } else {
+      std::fprintf(stderr, " s, run %llu/%llu   ", static_cast<unsigned long long>(s.runs),
+                   static_cast<unsigned long long>(o.runs));
     }
-    return exit_code(s.first_failure->result.outcome);
+  };
+  const CampaignSummary s = run_campaign(o, on_start, on_run, on_progress);
+  if (tty) std::fprintf(stderr, "\n");
+  if (a.json) {
+    nlohmann::json summary{{"type", "summary"},         {"campaign_id", id},
+                           {"version", version_line()}, {"runs", s.runs},
+                           {"failures", s.failures},    {"distinct_failures", tally.to_json()},
+                           {"seconds", s.seconds}};
+    summary.update(cowstate::cli::stats_json(s.totals));
+    std::cout << summary.dump() << std::endl;
+  } else {
+    std::printf("\n");
+    print_totals(s);
+    tally.print();
+    if (!s.first_failure) std::printf("PASS\n");
   }
-  if (!json) std::printf("PASS\n");
-  return 0;
+  return s.first_failure ? exit_code(s.first_failure->result.outcome) : 0;
 }
 
-int cmd_replay(const std::string& file) {
-  std::ifstream in(file);
-  if (!in) {
-    std::fprintf(stderr, "cowstate replay: cannot open %s\n", file.c_str());
-    return kExitUsage;
-  }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
+// ---------------------------------------------------------------------------------------
+// replay
+
+int cmd_replay(const std::string& file, bool timing) {
+  auto text = cowstate::cli::read_input_file(file, "cowstate replay", cowstate::cli::kCaseBytesMax);
+  if (!text) return kExitUsage;
   std::string error;
-  auto spec = parse_case(buffer.str(), file, &error);
+  auto spec = parse_case(*text, file, &error);
   if (!spec) {
     std::fprintf(stderr, "cowstate replay: %s\n", error.c_str());
     return kExitUsage;
   }
-  set_crash_hint(*spec);
+  if (!cowstate::cli::activate_mutant_named(spec->mutant)) return kExitUsage;
+  set_crash_hint("while replaying " + pasteable(file));
   const auto start = std::chrono::steady_clock::now();
   FinishedRun run;
   run.spec = *spec;
   run.result = run_case(*spec);
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  std::printf("replayed seed %llu (%s) in %.1f ms: %s", static_cast<unsigned long long>(spec->seed),
-              spec->strategy.c_str(), ms, outcome_name(run.result.outcome));
-  if (!run.result.check.empty()) std::printf(" [%s]", run.result.check.c_str());
+  std::printf("replayed seed %llu (%s): %s", static_cast<unsigned long long>(spec->seed),
+              spec->strategy.c_str(), run.result.signature().to_string().c_str());
+  if (timing) std::printf(" in %.1f ms", seconds_since(start) * 1000.0);
   std::printf("\n");
-  if (spec->trace_hash != 0) {
-    const bool same = spec->trace_hash == run.result.trace_hash;
-    std::printf("trace hash %llu %s the recorded run\n",
-                static_cast<unsigned long long>(run.result.trace_hash),
-                same ? "matches" : "DIFFERS FROM");
+  int code = exit_code(run.result.outcome);
+  const std::string got = trace_hash_text(run.result.trace_hash);
+  const bool same_outcome =
+      spec->outcome.empty() || spec->outcome == outcome_name(run.result.outcome);
+  if (spec->trace_hash == 0) {
+    std::printf("trace hash %s (the case records none)\n", got.c_str());
+  } else if (spec->trace_hash == run.result.trace_hash) {
+    std::printf("trace hash %s matches the recorded run\n", got.c_str());
+  } else if (!same_outcome) {
+    // A recorded failure that now passes (or the reverse) took another path by definition.
+    std::printf(
+        "trace hash %s differs from the recorded %s: the run no longer ends as recorded "
+        "(%s, now %s)\n",
+        got.c_str(), trace_hash_text(spec->trace_hash).c_str(), spec->outcome.c_str(),
+        outcome_name(run.result.outcome));
+  } else {
+    std::printf(
+        "trace hash %s DIFFERS from the recorded %s with the same outcome: this build "
+        "takes another path than %s did (same seed, same trace is broken, or the case "
+        "must be recorded again)\n",
+        got.c_str(), trace_hash_text(spec->trace_hash).c_str(),
+        spec->version.empty() ? "the one that recorded it" : spec->version.c_str());
+    if (code == 0) code = 1;
   }
-  if (run.result.outcome != Outcome::pass) print_failure(run, file);
-  return exit_code(run.result.outcome);
+  if (run.result.outcome != Outcome::pass) cowstate::cli::print_failure(run, pasteable(file));
+  return code;
 }
 
-#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
-const cowstate::mutants::MutantInfo* find_mutant(const std::string& name) {
-  for (const auto& info : cowstate::mutants::kCatalog) {
-    if (name == info.name) return &info;
-  }
-  return nullptr;
-}
-#endif
+// ---------------------------------------------------------------------------------------
+// run
 
-// Activates a mutant for one scenario: "" none, "kills" the scenario's own, else by name.
-// Returns false (after a message) when that is not possible in this build.
-bool activate_mutant(const std::string& which, const Scenario& s) {
-  if (which.empty()) return true;
-  const std::string name = which == "kills" ? s.kills : which;
-  if (name.empty()) {
-    std::fprintf(stderr, "cowstate run: %s names no mutant (`kills NAME`)\n", s.file.c_str());
-    return false;
-  }
-#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
-  const auto* info = find_mutant(name);
-  if (info == nullptr) {
-    std::fprintf(stderr, "cowstate run: %s: unknown mutant '%s'\n", s.file.c_str(), name.c_str());
-    return false;
-  }
-  cowstate::mutants::active() = info->mutant;
-  return true;
-#else
-  std::fprintf(stderr, "cowstate run: mutant '%s' needs a mutants build (cmake --preset mutants)\n",
-               name.c_str());
-  return false;
-#endif
-}
-
-void deactivate_mutants() {
-#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
-  cowstate::mutants::active() = cowstate::mutants::Mutant::none;
-#endif
-}
-
-void print_run_failure(const RunResult& r) {
-  std::printf("  outcome: %s (exit %d)\n  check:   %s\n  what:    %s\n", outcome_name(r.outcome),
-              exit_code(r.outcome), r.check.c_str(), r.message.c_str());
-  std::printf("  last trace lines:\n");
-  for (const std::string& line : r.trace) std::printf("    %s\n", line.c_str());
-}
-
-int cmd_run(const std::vector<std::string>& files, const std::string& mutant, bool full_trace) {
+int cmd_run(const std::vector<std::string>& files, const std::string& mutant, bool full_trace,
+            bool timing) {
   int result = 0;
   for (const std::string& file : files) {
-    auto s = load_scenario(file, "cowstate run");
+    auto s = cowstate::cli::load_scenario(file, "cowstate run");
     if (!s) {
       if (result == 0) result = kExitUsage;
       continue;
     }
-    if (!activate_mutant(mutant, *s)) return kExitUsage;
+    if (!cowstate::cli::activate_mutant(mutant, *s)) return kExitUsage;
+    set_crash_hint("while running " + pasteable(file));
     const auto start = std::chrono::steady_clock::now();
     const RunResult r = run_scenario(*s, full_trace);
-    deactivate_mutants();
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    std::printf(
-        "%s %s: %zu steps in %.1f ms; %llu ops, %llu snapshots checked, %llu entries "
-        "checked, %llu deep checks\n",
-        r.outcome == Outcome::pass ? "PASS" : "FAIL", file.c_str(), s->step_count(), ms,
-        static_cast<unsigned long long>(r.stats.ops),
-        static_cast<unsigned long long>(r.stats.snapshots_checked),
-        static_cast<unsigned long long>(r.stats.entries_checked),
-        static_cast<unsigned long long>(r.stats.deep_checks));
+    cowstate::cli::deactivate_mutants();
+    std::printf("%s %s: %zu steps", r.outcome == Outcome::pass ? "PASS" : "FAIL", file.c_str(),
+                s->step_count());
+    if (timing) std::printf(" in %.1f ms", seconds_since(start) * 1000.0);
+    std::printf("; %llu ops, %llu snapshots checked, %llu entries checked, %llu deep checks\n",
+                static_cast<unsigned long long>(r.stats.ops),
+                static_cast<unsigned long long>(r.stats.snapshots_checked),
+                static_cast<unsigned long long>(r.stats.entries_checked),
+                static_cast<unsigned long long>(r.stats.deep_checks));
     if (full_trace) {
       for (const std::string& line : r.trace) std::printf("    %s\n", line.c_str());
     }
     if (r.outcome != Outcome::pass) {
-      print_run_failure(r);
+      cowstate::cli::print_run_failure(r);
       if (result == 0) result = exit_code(r.outcome);
     }
   }
   return result;
 }
 
-// The scenario with its interleaving left free: pauses and `continue` lines dropped.
+// ---------------------------------------------------------------------------------------
+// explore
+
+// Why an expectation of a fixed schedule cannot be checked when every interleaving is run,
+// or "" when it can: snapshot and checkpoint images are fixed at their start, the live
+// state once the writer is done, `expect failure` judges every run; the rest describe one
+// moment of one interleaving.
+std::string unexplorable(const Expectation& e, bool writer_steps_after) {
+  switch (e.kind) {
+    case ExpectKind::image:
+      if (e.target != "live" || !writer_steps_after) return "";
+      return "it describes the live state at that point of the fixed schedule, before writer "
+             "steps that follow it";
+    case ExpectKind::failure:
+      return "";
+    case ExpectKind::copied:
+      return "it is about the one writer step before it, in one interleaving";
+    case ExpectKind::versions:
+    case ExpectKind::retired:
+      return "versions and retired memory depend on when serializers and the releaser ran";
+    case ExpectKind::latest:
+      return "which checkpoint is the latest depends on when serializers and the releaser ran";
+  }
+  return "";
+}
+
+// The scenario with its interleaving left free: pauses and `continue` lines dropped, and
+// the expectations every interleaving must meet (the others named on stderr).
 Scenario freed(const Scenario& s) {
   Scenario out;
   out.config = s.config;
   out.config.fixed_schedule = false;
   out.kills = s.kills;
   out.file = s.file;
-  // A fixed schedule's expectations hold where they stand; only those after its last step
-  // describe the end of every interleaving.
-  std::size_t last_step = 0;
+  std::size_t last_writer_step = 0;
   for (std::size_t i = 0; i < s.items.size(); ++i) {
-    if (std::holds_alternative<StepLine>(s.items[i])) last_step = i;
+    const auto* l = std::get_if<StepLine>(&s.items[i]);
+    if (l != nullptr && l->task == "writer") last_writer_step = i;
   }
   for (std::size_t i = 0; i < s.items.size(); ++i) {
     const ScenarioItem& item = s.items[i];
     if (const auto* l = std::get_if<StepLine>(&item)) {
       if (l->action.kind == ActionKind::resume) continue;
       StepLine copy = *l;
-      copy.pause.clear();
-      // `release` needs its serializer between steps, which a free schedule cannot promise.
-      if (copy.action.kind == ActionKind::release) copy.action.kind = ActionKind::cancel;
+      copy.pause = Name();
       out.items.emplace_back(std::move(copy));
-    } else if (std::get<Expectation>(item).kind != ExpectKind::copied &&
-               (!s.config.fixed_schedule || i > last_step)) {
+      continue;
+    }
+    const Expectation& e = *expectation_of(item);
+    const std::string why =
+        s.config.fixed_schedule ? unexplorable(e, i < last_writer_step) : std::string();
+    if (why.empty()) {
       out.items.push_back(item);
+    } else {
+      std::fprintf(stderr, "cowstate explore: %s:%d: not checked in the exploration: `%s`: %s\n",
+                   s.file.c_str(), e.line, print_expectation(e).c_str(), why.c_str());
     }
   }
   return out;
 }
 
-int cmd_explore(const std::string& file, const ExploreOptions& options, const std::string& mutant,
-                const std::string& out_dir, double shrink_seconds, std::size_t show_failures) {
-  auto loaded = load_scenario(file, "cowstate explore");
+struct ExploreArgs {
+  std::string file;
+  ExploreOptions options;
+  std::string mutant;
+  std::string out_dir = "cowstate-failures";
+  double shrink_seconds = 20;
+  std::size_t show = 3;
+};
+
+int cmd_explore(const ExploreArgs& a) {
+  auto loaded = cowstate::cli::load_scenario(a.file, "cowstate explore");
   if (!loaded) return kExitUsage;
   const Scenario s = freed(*loaded);
-  if (!activate_mutant(mutant, s)) return kExitUsage;
+  if (!cowstate::cli::activate_mutant(a.mutant, s)) return kExitUsage;
   RunConfig config;
   config.seed = s.config.seed;
   config.scenario = &s;
+  set_crash_hint("while exploring " + pasteable(a.file));
   const auto start = std::chrono::steady_clock::now();
-  const ExploreResult r = explore(config, options);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("cowstate explore %s: preemption bound %u, max schedules %llu\n", file.c_str(),
-              options.preemption_bound, static_cast<unsigned long long>(options.max_schedules));
+  const ExploreResult r = explore(config, a.options);
+  std::printf("cowstate explore %s: preemption bound %u, max schedules %llu\n", a.file.c_str(),
+              a.options.preemption_bound, static_cast<unsigned long long>(a.options.max_schedules));
   std::printf("schedules explored %llu, pruned as equivalent %llu, steps %llu, %s, %.2f s\n",
               static_cast<unsigned long long>(r.schedules),
               static_cast<unsigned long long>(r.pruned), static_cast<unsigned long long>(r.steps),
-              r.complete ? "space exhausted" : "stopped at --max-schedules", seconds);
+              r.complete ? "space exhausted" : "stopped at --max-schedules", seconds_since(start));
   std::printf("failures %zu\n", r.failures.size());
   int result = 0;
-  std::set<std::string> shown;
+  FailureTally tally;
+  const std::string stem = std::filesystem::path(a.file).stem().string();
   for (std::size_t i = 0; i < r.failures.size(); ++i) {
     const ExploredFailure& f = r.failures[i];
     if (result == 0) result = exit_code(f.result.outcome);
-    const std::string key = std::string(outcome_name(f.result.outcome)) + "/" + f.result.check;
-    if (shown.size() >= show_failures || !shown.insert(key).second) continue;
-    std::printf("\nfailure %zu: %s at check %s\n  %s\n", i + 1, outcome_name(f.result.outcome),
-                f.result.check.c_str(), f.result.message.c_str());
+    const FailureSignature signature = f.result.signature();
+    if (!tally.add(signature, i + 1, s.config.seed) || tally.entries().size() > a.show) continue;
+    std::printf("\nfailure %zu: %s\n  %s\n", i + 1, signature.to_string().c_str(),
+                f.result.message.c_str());
+    std::fflush(stdout);
     RunConfig recording = config;
     recording.record = true;
     auto replay = make_replay_strategy(f.schedule);
     const RunResult recorded = run_once(recording, *replay);
-    const Scenario fixed = to_scenario(config, recorded);
-    const std::string stem = std::filesystem::path(file).stem().string();
-    shrink_and_write(fixed, f.result, "cowstate explore " + file, out_dir,
-                     stem + "-explore-" + std::to_string(i + 1) + ".scenario", shrink_seconds);
+    const std::optional<Scenario> fixed = to_scenario(recording, recorded);
+    if (!fixed) continue;
+    set_crash_hint("while shrinking explored failure " + std::to_string(i + 1) + " of " +
+                   pasteable(a.file) + " (" + signature.to_string() + ")");
+    const cowstate::cli::ShrinkRequest request{
+        invoked_as() + " explore " + pasteable(a.file),
+        a.out_dir,
+        stem + "-explore-" + std::to_string(i + 1) + ".scenario",
+        a.shrink_seconds,
+        cowstate::cli::active_mutant_name(),
+        true};
+    const cowstate::cli::Shrunk shrunk = cowstate::cli::shrink_to_file(*fixed, signature, request);
+    FailureTally::Entry& entry = tally.at(signature);
+    entry.shrunk_file = shrunk.path;
+    entry.replay = shrunk.path.empty() ? "" : invoked_as() + " run " + shrunk.path;
   }
-  deactivate_mutants();
+  tally.print();
+  cowstate::cli::deactivate_mutants();
   return result;
 }
+
+// ---------------------------------------------------------------------------------------
+// explain
 
 // Narrates one scenario: text on stdout, or one DOT file per step in out_dir (default
 // explain-<stem>/). Exits with the run's code.
 int cmd_explain(const std::string& file, const std::string& format, std::string out_dir) {
-  auto s = load_scenario(file, "cowstate explain");
+  auto s = cowstate::cli::load_scenario(file, "cowstate explain");
   if (!s) return kExitUsage;
   if (s->config.backend) {
     std::fprintf(stderr,
@@ -508,7 +497,7 @@ int cmd_explain(const std::string& file, const std::string& format, std::string 
   for (std::size_t i = 0; i < graphs.size(); ++i) {
     char name[32];
     std::snprintf(name, sizeof name, "step-%03zu.dot", i + 1);
-    if (write_file(out_dir, name, graphs[i]).empty()) return kExitUsage;
+    if (cowstate::cli::write_file(out_dir, name, graphs[i]).empty()) return kExitUsage;
   }
   std::printf("wrote %zu graphs to %s/ (render: dot -Tsvg -O %s/*.dot)\n", graphs.size(),
               out_dir.c_str(), out_dir.c_str());
@@ -518,294 +507,148 @@ int cmd_explain(const std::string& file, const std::string& format, std::string 
   return exit_code(e.result.outcome);
 }
 
-#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
-// The hand-minimized negative scenarios of a directory, by the mutant each `kills`.
-std::map<std::string, Scenario> negative_scenarios(const std::string& dir, bool* ok) {
-  std::map<std::string, Scenario> out;
-  std::vector<std::filesystem::path> files;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    if (e.path().extension() == ".scenario") files.push_back(e.path());
-  }
-  if (ec) {
-    std::fprintf(stderr, "cowstate mutants: cannot list %s: %s\n", dir.c_str(),
-                 ec.message().c_str());
-    *ok = false;
-  }
-  std::sort(files.begin(), files.end());
-  for (const auto& f : files) {
-    auto s = load_scenario(f.string(), "cowstate mutants");
-    if (!s) {
-      *ok = false;
-    } else if (s->kills.empty()) {
-      std::fprintf(stderr, "cowstate mutants: %s names no mutant (`kills NAME`)\n",
-                   f.string().c_str());
-      *ok = false;
-    } else {
-      out[s->kills] = std::move(*s);
-    }
-  }
-  return out;
-}
-#endif
+// ---------------------------------------------------------------------------------------
+// the command line
 
-int cmd_mutants(double seconds_per_mutant, std::uint32_t ops, bool json,
-                const std::string& negative_dir, const std::string& out_dir,
-                double shrink_seconds) {
-#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
-  namespace mu = cowstate::mutants;
-  bool ok = true;
-  std::map<std::string, Scenario> negatives;
-  if (!negative_dir.empty()) negatives = negative_scenarios(negative_dir, &ok);
-  std::size_t killed = 0;
-  std::vector<double> kill_times;
-  if (!json) {
-    std::printf("%-33s %-6s %8s %6s  %-18s %6s %5s %6s  %s\n", "mutant", "killed", "time (s)",
-                "seed", "caught by", "shrunk", "hand", "ratio", "negative scenario");
+// CLI11 says "A subcommand is required" or "The following argument was not expected" for
+// a mistyped subcommand; this names it and lists the real ones.
+bool known_subcommand(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return true;
+  std::string names;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_name() == argv[1]) return true;
+    names += (names.empty() ? "" : ", ") + sub->get_name();
   }
-  for (const mu::MutantInfo& info : mu::kCatalog) {
-    mu::active() = info.mutant;
-    CampaignOptions options;
-    options.seed = 1;
-    options.time_seconds = seconds_per_mutant;
-    options.ops = ops;
-    options.deep_check_every = 1;
-    // The backend's planted bugs are fuzzed with the backend workload, the map's with the map's.
-    if (mu::is_backend_mutant(info.mutant)) options.workload = WorkloadKind::backend;
-    std::optional<FinishedRun> kill;
-    // A crash names the mutant and the phase (fuzz, shrink, negative scenario) it came in.
-    const std::string under = std::string("under mutant ") + info.name;
-    auto on_start = [&under](const CaseSpec& spec) {
-      set_crash_hint_text("while fuzzing " + under + "; replay: " + replay_command(spec, ""));
-    };
-    const CampaignSummary s = run_campaign(options, on_start, nullptr, nullptr);
-    if (s.first_failure) kill = s.first_failure;
-    std::size_t shrunk_steps = 0;
-    if (kill && shrink_seconds > 0) {
-      set_crash_hint_text("while shrinking the kill " + under + " (" +
-                          replay_command(kill->spec, "") + ")");
-      shrunk_steps = shrink_case(kill->spec, kill->result, out_dir, shrink_seconds,
-                                 std::string(info.name) + ".scenario", false)
-                         .steps_after;
-    }
-    // The negative scenario must fail (exit 1) under its mutant and pass without it.
-    std::string negative = negative_dir.empty() ? "-" : "MISSING";
-    std::size_t hand_steps = 0;
-    auto it = negatives.find(info.name);
-    if (it != negatives.end()) {
-      hand_steps = it->second.step_count();
-      set_crash_hint_text("while replaying the negative scenario " + it->second.file + " " + under);
-      const RunResult under_mutant = run_scenario(it->second);
-      mu::active() = mu::Mutant::none;
-      set_crash_hint_text("while replaying the negative scenario " + it->second.file +
-                          " with no mutant active");
-      const RunResult without = run_scenario(it->second);
-      const bool fails = exit_code(under_mutant.outcome) == 1;
-      const bool passes = without.outcome == Outcome::pass;
-      negative = fails && passes ? "ok (" + under_mutant.check + ")"
-                 : !fails        ? std::string("NOT KILLED: ") + outcome_name(under_mutant.outcome)
-                                 : "FAILS WITHOUT THE MUTANT: " + without.check;
-      ok = ok && fails && passes;
-    } else {
-      ok = ok && negative_dir.empty();
-    }
-    mu::active() = mu::Mutant::none;
-    const double ratio = hand_steps > 0 && shrunk_steps > 0
-                             ? static_cast<double>(shrunk_steps) / static_cast<double>(hand_steps)
-                             : 0.0;
-    if (ratio > 2.0) ok = false;
-    if (kill) {
-      ++killed;
-      kill_times.push_back(s.seconds);
-    }
-    if (json) {
-      nlohmann::json j{{"mutant", info.name},          {"killed", kill.has_value()},
-                       {"seconds", s.seconds},         {"runs", s.runs},
-                       {"shrunk_steps", shrunk_steps}, {"hand_steps", hand_steps},
-                       {"negative", negative}};
-      if (kill) {
-        j["seed"] = kill->spec.seed;
-        j["check"] = kill->result.check;
-        j["outcome"] = outcome_name(kill->result.outcome);
-      }
-      std::cout << j.dump() << "\n";
-    } else {
-      std::printf(
-          "%-33s %-6s %8.3f %6s  %-18s %6zu %5zu %6.2f  %s\n", info.name, kill ? "yes" : "NO",
-          s.seconds, kill ? std::to_string(kill->spec.seed).c_str() : "-",
-          kill ? (kill->result.check + " (" + outcome_name(kill->result.outcome) + ")").c_str()
-               : "-",
-          shrunk_steps, hand_steps, ratio, negative.c_str());
-    }
-  }
-  const std::size_t total = std::size(mu::kCatalog);
-  std::sort(kill_times.begin(), kill_times.end());
-  if (!json) {
-    std::printf("killed %zu of %zu", killed, total);
-    if (!kill_times.empty()) {
-      std::printf("; median time to kill %.3f s, worst %.3f s", kill_times[kill_times.size() / 2],
-                  kill_times.back());
-    }
-    std::printf("\n");
-    if (!negative_dir.empty()) {
-      std::printf("negative scenarios (%s): %s; shrunk cases at most 2x the hand-minimized: %s\n",
-                  negative_dir.c_str(), ok ? "all fail under their mutant only" : "PROBLEMS above",
-                  ok ? "yes" : "see ratio column");
-    }
-  }
-  return killed == total && ok ? 0 : 1;
-#else
-  (void)seconds_per_mutant;
-  (void)ops;
-  (void)json;
-  (void)negative_dir;
-  (void)out_dir;
-  (void)shrink_seconds;
   std::fprintf(stderr,
-               "cowstate mutants: this build has no mutants; configure with the `mutants` preset "
-               "(cmake --preset mutants)\n");
-  return kExitUsage;
-#endif
+               "cowstate: unknown subcommand '%s'; the subcommands are %s (cowstate "
+               "--help says more)\n",
+               argv[1], names.c_str());
+  return false;
+}
+
+void add_fuzz(CLI::App& app, FuzzArgs& a) {
+  using cowstate::cli::seconds_option;
+  using cowstate::cli::unsigned_option;
+  CLI::App* f = app.add_subcommand("fuzz", "run a fuzz campaign of seeded simulation runs");
+  CampaignOptions& o = a.campaign;
+  unsigned_option(f, "--seed", o.seed, 0, UINT64_MAX, "base seed; run i uses seed + i");
+  a.runs_option = unsigned_option(f, "--runs", o.runs, 1, std::uint64_t{1} << 40,
+                                  "number of runs (without --runs and with --time: until the "
+                                  "time is spent)")
+                      ->default_str("100");
+  seconds_option(f, "--time", o.time_seconds, 0, 31536000,
+                 "time budget for the runs (0: none); each new failure adds its shrink time");
+  unsigned_option(f, "--ops", o.ops, 1, 10000000, "writer operations per run");
+  f->add_option("--strategy", o.strategy, "random or pct")
+      ->check(CLI::IsMember({"random", "pct"}))
+      ->capture_default_str();
+  unsigned_option(f, "--pct-depth", o.pct_depth, 1, 64, "PCT bug depth d");
+  f->add_option("--shard", a.shard, "I/N: run only indices i with i mod N == I")
+      ->capture_default_str();
+  unsigned_option(f, "--deep-check-every", o.deep_check_every, 0, UINT32_MAX,
+                  "deep checks every N steps (0: never)");
+  f->add_flag("--json", a.json,
+              "JSON lines on stdout: a campaign header, one record per run, a summary");
+  f->add_option("--out", a.out_dir, "directory for failing case files and shrunk scenarios")
+      ->capture_default_str();
+  f->add_option("--workload", a.workload,
+                "map (one copy-on-write map) or backend (a keyed backend with checkpoints)")
+      ->check(CLI::IsMember({"map", "backend"}))
+      ->capture_default_str();
+  seconds_option(f, "--shrink-seconds", a.shrink_seconds, 0, 86400,
+                 "time to shrink each distinct failure (0: no shrink)");
+  f->add_flag("--keep-going", a.keep_going,
+              "go on after a failure: every failure is reported, written and counted by "
+              "signature");
+  f->add_option("--mutant", a.mutant, "fuzz with a planted bug switched on (mutants build)");
+  a.max_failures_option =
+      unsigned_option(f, "--max-failures", o.max_failures, 1, std::uint64_t{1} << 40,
+                      "stop after this many failing runs (unbounded with --keep-going)");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  cowstate::cli::set_invoked_as(argc > 0 ? argv[0] : nullptr);
   CLI::App app{
       "cowstate: deterministic simulation testbed for the copy-on-write state map and the keyed "
       "state backend.\n"
       "Exit codes: 0 pass, 1 correctness failure, 2 bad input or usage, 3 crash or assertion "
-      "caught, "
-      "4 stuck schedule (step bound hit)."};
+      "caught, 4 stuck schedule (step bound hit)."};
   app.require_subcommand(1);
+  cowstate::cli::add_version_flag(app, "cowstate");
+  using cowstate::cli::seconds_option;
+  using cowstate::cli::unsigned_option;
 
-  CampaignOptions fuzz;
-  bool fuzz_json = false;
-  std::string out_dir = "cowstate-failures", shard = "0/1";
-  auto* f = app.add_subcommand("fuzz", "run a fuzz campaign of seeded simulation runs");
-  f->add_option("--seed", fuzz.seed, "base seed; run i uses seed + i")->capture_default_str();
-  f->add_option("--runs", fuzz.runs, "number of runs (0: until --time runs out)")
-      ->capture_default_str();
-  f->add_option("--time", fuzz.time_seconds, "time budget in seconds")
-      ->check(CLI::NonNegativeNumber);
-  f->add_option("--ops", fuzz.ops, "writer operations per run")
-      ->check(CLI::Range(1u, 10000000u))
-      ->capture_default_str();
-  f->add_option("--strategy", fuzz.strategy, "random or pct")
-      ->check(CLI::IsMember({"random", "pct"}))
-      ->capture_default_str();
-  f->add_option("--pct-depth", fuzz.pct_depth, "PCT bug depth d")
-      ->check(CLI::Range(1u, 64u))
-      ->capture_default_str();
-  f->add_option("--shard", shard, "I/N: run only indices i with i mod N == I")
-      ->capture_default_str();
-  f->add_option("--deep-check-every", fuzz.deep_check_every, "deep checks every N steps (0: never)")
-      ->capture_default_str();
-  f->add_flag("--json", fuzz_json, "one JSON line per finished run on stdout");
-  f->add_option("--out", out_dir, "directory for failing case files and shrunk scenarios")
-      ->capture_default_str();
-  std::string fuzz_workload = "map";
-  f->add_option("--workload", fuzz_workload,
-                "map (one copy-on-write map) or backend (a keyed backend with checkpoints)")
-      ->check(CLI::IsMember({"map", "backend"}))
-      ->capture_default_str();
-  double fuzz_shrink = 30;
-  f->add_option("--shrink-seconds", fuzz_shrink, "time to shrink a failure (0: no shrink)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  FuzzArgs fuzz;
+  add_fuzz(app, fuzz);
 
   std::string replay_file;
+  bool replay_timing = false;
   auto* r = app.add_subcommand("replay", "rerun a recorded failing case exactly");
   r->add_option("FILE", replay_file, "case file written by fuzz --out")->required();
+  r->add_flag("--timing", replay_timing, "also print how long the run took");
 
-  double per_mutant = 10;
-  std::uint32_t mutant_ops = 400;
-  bool mutants_json = false;
+  cowstate::cli::KillMatrixOptions matrix;
   auto* m = app.add_subcommand("mutants",
                                "fuzz every planted bug and report time to kill (mutants build)");
-  m->add_option("--time-per-mutant", per_mutant, "seconds of fuzzing per mutant")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  m->add_option("--ops", mutant_ops, "writer operations per run")
-      ->check(CLI::Range(1u, 10000000u))
-      ->capture_default_str();
-  m->add_flag("--json", mutants_json, "one JSON line per mutant");
-  std::string mutants_negative, mutants_out;
-  double mutants_shrink = 10;
-  m->add_option("--negative", mutants_negative,
+  seconds_option(m, "--time-per-mutant", matrix.seconds_per_mutant, 0.001, 86400,
+                 "seconds of fuzzing per mutant");
+  unsigned_option(m, "--ops", matrix.ops, 1, 10000000, "writer operations per run");
+  m->add_flag("--json", matrix.json, "one JSON line per mutant");
+  m->add_option("--negative", matrix.negative_dir,
                 "directory of hand-minimized negative scenarios to check and compare with")
       ->check(CLI::ExistingDirectory);
-  m->add_option("--out", mutants_out, "directory for the shrunk scenario of each kill");
-  m->add_option("--shrink-seconds", mutants_shrink, "time to shrink each kill (0: no shrink)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  m->add_option("--out", matrix.out_dir, "directory for the shrunk scenario of each kill");
+  seconds_option(m, "--shrink-seconds", matrix.shrink_seconds, 0, 86400,
+                 "time to shrink each kill (0: no shrink)");
 
   std::vector<std::string> run_files;
   std::string run_mutant;
-  bool run_trace = false;
+  bool run_trace = false, run_timing = false;
   auto* rn = app.add_subcommand("run", "run scenario files and check their expectations");
-  rn->add_option("FILE", run_files, "scenario files")->required()->check(CLI::ExistingFile);
+  rn->add_option("FILE", run_files, "scenario files")->required();
   rn->add_option("--mutant", run_mutant,
                  "run under a planted bug (mutants build); `kills`: the one the file names");
-  rn->add_flag("--trace", run_trace, "print every trace line");
+  rn->add_flag("--trace", run_trace, "print every trace line (the same bytes in every build)");
+  rn->add_flag("--timing", run_timing, "also print how long each file took");
 
-  std::string explore_file, explore_mutant, explore_out = "cowstate-failures";
-  ExploreOptions explore_options;
-  double explore_shrink = 20;
-  std::size_t explore_show = 3;
+  ExploreArgs explore_args;
   auto* ex = app.add_subcommand("explore", "run every interleaving of a scenario within bounds");
-  ex->add_option("FILE", explore_file, "scenario file")->required()->check(CLI::ExistingFile);
-  ex->add_option("--preemption-bound", explore_options.preemption_bound,
-                 "most preemptions per schedule")
-      ->check(CLI::Range(0u, 64u))
+  ex->add_option("FILE", explore_args.file, "scenario file")->required();
+  unsigned_option(ex, "--preemption-bound", explore_args.options.preemption_bound, 0, 64,
+                  "most preemptions per schedule");
+  unsigned_option(ex, "--max-schedules", explore_args.options.max_schedules, 1,
+                  std::uint64_t{1} << 40, "stop after this many");
+  ex->add_option("--mutant", explore_args.mutant, "explore under a planted bug (mutants build)");
+  ex->add_option("--out", explore_args.out_dir, "directory for shrunk failing scenarios")
       ->capture_default_str();
-  ex->add_option("--max-schedules", explore_options.max_schedules, "stop after this many")
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40))
-      ->capture_default_str();
-  ex->add_option("--mutant", explore_mutant, "explore under a planted bug (mutants build)");
-  ex->add_option("--out", explore_out, "directory for shrunk failing scenarios")
-      ->capture_default_str();
-  ex->add_option("--shrink-seconds", explore_shrink, "time to shrink each failure (0: no shrink)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  ex->add_option("--show", explore_show, "distinct failures to print and shrink")
-      ->capture_default_str();
+  seconds_option(ex, "--shrink-seconds", explore_args.shrink_seconds, 0, 86400,
+                 "time to shrink each failure (0: no shrink)");
+  unsigned_option(ex, "--show", explore_args.show, 0, 1000000,
+                  "distinct failures to print and shrink");
 
   std::string explain_file, explain_format = "text", explain_out;
   auto* xp = app.add_subcommand("explain", "narrate a scenario step by step, for learners");
-  xp->add_option("FILE", explain_file, "scenario file")->required()->check(CLI::ExistingFile);
+  xp->add_option("FILE", explain_file, "scenario file")->required();
   xp->add_option("--format", explain_format, "text (stdout) or dot (one graph per step)")
       ->check(CLI::IsMember({"text", "dot"}))
       ->capture_default_str();
   xp->add_option("--out", explain_out, "directory for dot files (default explain-<stem>/)");
 
+  if (!known_subcommand(app, argc, argv)) return kExitUsage;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : kExitUsage;
   }
-  install_crash_handlers();
-  if (*f) {
-    if (!parse_shard(shard, &fuzz.shard_index, &fuzz.shard_count)) {
-      std::fprintf(stderr, "cowstate fuzz: --shard expects I/N with 0 <= I < N, found '%s'\n",
-                   shard.c_str());
-      return kExitUsage;
-    }
-    if (fuzz.runs == 0 && fuzz.time_seconds <= 0) fuzz.runs = 100;
-    fuzz.workload = fuzz_workload == "backend" ? WorkloadKind::backend : WorkloadKind::map;
-    return cmd_fuzz(fuzz, fuzz_json, out_dir, fuzz_shrink);
-  }
-  if (*r) return cmd_replay(replay_file);
-  if (*rn) return cmd_run(run_files, run_mutant, run_trace);
-  if (*ex) {
-    return cmd_explore(explore_file, explore_options, explore_mutant, explore_out, explore_shrink,
-                       explore_show);
-  }
+  cowstate::cli::prepare_output();
+  if (app.got_subcommand("fuzz")) return cmd_fuzz(fuzz);
+  if (*r) return cmd_replay(replay_file, replay_timing);
+  if (*rn) return cmd_run(run_files, run_mutant, run_trace, run_timing);
+  if (*ex) return cmd_explore(explore_args);
   if (*xp) return cmd_explain(explain_file, explain_format, explain_out);
-  if (*m) {
-    return cmd_mutants(per_mutant, mutant_ops, mutants_json, mutants_negative, mutants_out,
-                       mutants_shrink);
-  }
+  if (*m) return cowstate::cli::run_kill_matrix(matrix);
   return kExitUsage;
 }

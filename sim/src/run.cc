@@ -25,43 +25,12 @@
 
 namespace cowstate::sim {
 
-int exit_code(Outcome outcome) noexcept {
-  switch (outcome) {
-    case Outcome::pass:
-      return 0;
-    case Outcome::failure:
-      return 1;
-    case Outcome::assertion:
-      return 3;
-    case Outcome::stuck:
-      return 4;
-    case Outcome::invalid:
-      return 2;
-  }
-  return 3;
-}
-
-const char* outcome_name(Outcome outcome) noexcept {
-  switch (outcome) {
-    case Outcome::pass:
-      return "pass";
-    case Outcome::failure:
-      return "failure";
-    case Outcome::assertion:
-      return "assertion";
-    case Outcome::stuck:
-      return "stuck";
-    case Outcome::invalid:
-      return "invalid";
-  }
-  return "?";
-}
-
 namespace {
 
 using detail::AssertionCaught;
 using detail::CheckFailed;
 using detail::Digest;
+using detail::directions;
 using detail::expect;
 using detail::kNoTask;
 using detail::ScenarioInvalid;
@@ -153,7 +122,7 @@ class Simulation final : public detail::SimCore {
     track_copies_ = static_cast<bool>(config.on_step);
     if (scenario_ != nullptr) {
       for (const ScenarioItem& item : scenario_->items) {
-        if (const auto* e = std::get_if<Expectation>(&item)) {
+        if (const auto* e = expectation_of(item)) {
           track_copies_ = track_copies_ || e->kind == ExpectKind::copied;
         }
       }
@@ -197,11 +166,18 @@ class Simulation final : public detail::SimCore {
     if (t.fiber->finished()) return false;
     if (t.kind != TaskKind::releaser) return true;
     if (scenario_ != nullptr) {
-      // A scripted releaser waits for the snapshot its next line names.
+      // A scripted releaser waits for the snapshot its next line names (and, in a free
+      // schedule, a `release` for that snapshot's serializer to be between steps).
       return t.next_line >= t.program.size() || t.inner_yields > 0 ||
-             snapshot_named(t.program[t.next_line]->action.snapshot) != nullptr;
+             !waits_for_snapshot(*t.program[t.next_line]);
     }
     return writer_done_ || undecided_count_ > 0;
+  }
+  bool waits_for_snapshot(const StepLine& line) const {
+    const SnapshotRecord* r = snapshot_named(line.action.snapshot);
+    if (r == nullptr) return true;
+    return line.action.kind == ActionKind::release && r->in_step &&
+           !scenario_->config.fixed_schedule;
   }
 
   // --- writer operations ---
@@ -228,6 +204,8 @@ class Simulation final : public detail::SimCore {
   void after_step_checks() override;
   void deep_checks();
   void check_expectation(const Expectation& e) override;
+  // How what the last writer step copied differs from an `expect copied`.
+  Difference copied_difference(const Expectation& e) const;
   Image snapshot_contents(const SnapshotRecord& r);
   std::uint64_t digest() const override;
   void start() override;
@@ -603,10 +581,9 @@ void Simulation::releaser_body(Task& self) {
   };
   if (scenario_ != nullptr) {
     while (self.next_line < self.program.size()) {
-      const std::string& name = self.program[self.next_line]->action.snapshot;
-      while (snapshot_named(name) == nullptr) Fiber::yield();  // not runnable until it starts
+      while (waits_for_snapshot(*self.program[self.next_line])) Fiber::yield();  // not runnable
       const StepLine* line = take_line(self);
-      SnapshotRecord* r = snapshot_named(name);
+      SnapshotRecord* r = snapshot_named(line->action.snapshot);
       begin_action(self, line->action);
       if (!r->decided) {
         r->decided = true;
@@ -865,13 +842,14 @@ Image Simulation::snapshot_contents(const SnapshotRecord& r) {
 }
 
 void Simulation::check_expectation(const Expectation& e) {
-  const std::string at = scenario_->file + ":" + std::to_string(e.line) + ": ";
-  auto fail = [&](const std::string& message) {
-    throw CheckFailed{"expect", at + message, e.line};
+  auto fail = [&](const std::string& message, Difference d) {
+    expectation_failed(e, message, std::move(d));
   };
-  auto image_text = [](const Image& image) {
-    ScenarioImage s(image.begin(), image.end());
-    return print_image(s);
+  auto image_text = [](const Image& image) { return print_image(image); };
+  auto differs = [](const Image& want, const Image& got, const char* who) {
+    Difference d = image_difference(want, got);
+    d.shape = who;
+    return d;
   };
   switch (e.kind) {
     case ExpectKind::image: {
@@ -881,21 +859,25 @@ void Simulation::check_expectation(const Expectation& e) {
         map_->for_each([&live](const Key& k, const Ns& n, const State& s) {
           live.emplace(std::make_pair(k, n), s);
         });
-        if (live != want)
-          fail("the live map is " + image_text(live) + ", expected " + image_text(want));
+        if (live != want) {
+          fail("the live map is " + image_text(live) + ", expected " + image_text(want),
+               differs(want, live, "in production"));
+        }
         return;
       }
       const SnapshotRecord* r = snapshot_named(e.target);
-      if (r == nullptr) fail(e.target + " has not started");
+      if (r == nullptr) fail(e.target + " has not started", Difference::of("not started"));
       if (r->expected != want) {
         fail(e.target + " is " + image_text(r->expected) + " by the model, expected " +
-             image_text(want));
+                 image_text(want),
+             differs(want, r->expected, "by the model"));
       }
       if (r->released && !r->restored) return;  // cancelled: the model's word is all there is
       const Image got = snapshot_contents(*r);
       if (got != want) {
         fail(e.target + (r->released ? " restored to " : " iterates to ") + image_text(got) +
-             ", expected " + image_text(want));
+                 ", expected " + image_text(want),
+             differs(want, got, "in production"));
       }
       return;
     }
@@ -910,16 +892,19 @@ void Simulation::check_expectation(const Expectation& e) {
       };
       if (copied_entries_ != e.copied_entries || copied_states_ != e.copied_states) {
         fail("the last writer step copied entries " + names(copied_entries_) + " and states " +
-             names(copied_states_) + ", expected entries " + names(e.copied_entries) +
-             " and states " + names(e.copied_states));
+                 names(copied_states_) + ", expected entries " + names(e.copied_entries) +
+                 " and states " + names(e.copied_states),
+             copied_difference(e));
       }
       return;
     }
     case ExpectKind::versions:
       if (map_->map_version() != e.a || map_->highest_required_version() != e.b) {
         fail("map version " + std::to_string(map_->map_version()) + ", highest required " +
-             std::to_string(map_->highest_required_version()) + "; expected " +
-             std::to_string(e.a) + " and " + std::to_string(e.b));
+                 std::to_string(map_->highest_required_version()) + "; expected " +
+                 std::to_string(e.a) + " and " + std::to_string(e.b),
+             Difference::of(directions({{"map", map_->map_version(), e.a},
+                                        {"h", map_->highest_required_version(), e.b}})));
       }
       return;
     case ExpectKind::retired: {
@@ -927,15 +912,30 @@ void Simulation::check_expectation(const Expectation& e) {
       const std::size_t states = Access::retired_states(*map_);
       if (entries != e.a || states != e.b) {
         fail(std::to_string(entries) + " retired entries and " + std::to_string(states) +
-             " retired states; expected " + std::to_string(e.a) + " and " + std::to_string(e.b));
+                 " retired states; expected " + std::to_string(e.a) + " and " + std::to_string(e.b),
+             Difference::of(directions({{"entries", entries, e.a}, {"states", states, e.b}})));
       }
       return;
     }
     case ExpectKind::failure:
       return;  // judged on the outcome of the whole run
     case ExpectKind::latest:
-      fail("a backend expectation in a map scenario");
+      COWSTATE_ASSERT(false, "REQUIRES", "the parser refuses backend expectations in map files");
   }
+}
+
+Difference Simulation::copied_difference(const Expectation& e) const {
+  Difference d;
+  auto add = [&d](const char* name, const std::set<EntryKey>& a, const std::set<EntryKey>& b) {
+    std::set<EntryKey> only;
+    std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::inserter(only, only.begin()));
+    if (!only.empty()) d.keys[name] = std::move(only);
+  };
+  add("entries missing", e.copied_entries, copied_entries_);
+  add("entries extra", copied_entries_, e.copied_entries);
+  add("states missing", e.copied_states, copied_states_);
+  add("states extra", copied_states_, e.copied_states);
+  return d;
 }
 
 void Simulation::after_resume(Task& t, const StepRecord& rec) {

@@ -5,8 +5,10 @@
 #include <charconv>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
+#include <unordered_set>
 
 #include "cowstate/hooks.h"
 #include "cowstate/sim/scenario.h"
@@ -111,6 +113,32 @@ bool is_ttl_state(const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
+bool has_sequence_values(const std::string& name) {
+  for (const BackendStateInfo& info : backend_states()) {
+    if (info.name == name) {
+      return info.kind == ActionKind::list_state || info.kind == ActionKind::map_state ||
+             info.kind == ActionKind::aggregating_state;
+    }
+  }
+  return false;
+}
+
+Name::Name(std::string_view s) {
+  static std::mutex mu;
+  static std::unordered_set<std::string>* pool = new std::unordered_set<std::string>();
+  if (s.empty()) {
+    s_ = &empty_string();
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  s_ = &*pool->emplace(s).first;  // nodes never move: the address is the name's identity
+}
+
+const std::string& Name::empty_string() noexcept {
+  static const std::string empty;
+  return empty;
+}
+
 const std::vector<std::string>& yield_points() {
   static const std::vector<std::string> points = {
       "map.copy_chain_prefix", "map.insert_new",          "map.rehash_move",
@@ -210,7 +238,12 @@ struct TaskState {
 
 class Parser {
  public:
-  Parser(std::string file) : file_(std::move(file)) { scenario_.file = file_; }
+  // `items_max` bounds the items the text can make (lines and `;` parts), so the item array
+  // is allocated once instead of doubling.
+  Parser(std::string file, std::size_t items_max) : file_(std::move(file)) {
+    scenario_.file = file_;
+    scenario_.items.reserve(items_max);
+  }
 
   // Parses one source line into the scenario.
   void line(std::string_view text, int line_no) {
@@ -425,6 +458,17 @@ class Parser {
     return r;
   }
 
+  // A range a checkpoint is restored into, within the scenario's max parallelism.
+  GroupRange target_range(const std::string& what) {
+    const Token at = peek();
+    const GroupRange r = group_range(what);
+    if (r.last >= scenario_.config.max_parallelism) {
+      fail(at, what + " below max_parallelism " + std::to_string(scenario_.config.max_parallelism),
+           "'" + std::to_string(r.first) + "-" + std::to_string(r.last) + "'");
+    }
+    return r;
+  }
+
   // Capacities a scenario allocates up front are bounded so bad input cannot exhaust memory.
   static constexpr std::uint32_t kAllocatedMax = 1u << 20;
 
@@ -538,12 +582,16 @@ class Parser {
         e.copied_states = key_set();
       }
     } else if (what.text == "versions") {
+      if (scenario_.config.backend)
+        fail(what, "an expectation of the backend workload", "'versions'");
       e.kind = ExpectKind::versions;
       assignment("map");
       e.a = number<std::uint32_t>("a map version");
       assignment("h");
       e.b = number<std::uint32_t>("a highest required version");
     } else if (what.text == "retired") {
+      if (scenario_.config.backend)
+        fail(what, "an expectation of the backend workload", "'retired'");
       e.kind = ExpectKind::retired;
       assignment("entries");
       e.a = number<std::uint32_t>("a count of retired entries");
@@ -565,7 +613,7 @@ class Parser {
         if (peek().kind == Tok::word && peek().text == "into") {
           if (what.text == "live") fail(peek(), "'s='", "'into' after 'live'");
           next();
-          e.into = group_range("a key-group range FIRST-LAST");
+          e.into = target_range("a key-group range FIRST-LAST");
         }
         assignment("s");
         e.state = state_name(nullptr);
@@ -794,10 +842,19 @@ class Parser {
       }
       a.snapshot = name.text;
       want_keyword("into");
-      a.into = group_range("a key-group range FIRST-LAST");
+      a.into = target_range("a key-group range FIRST-LAST");
       if (peek().kind == Tok::word && peek().text == "and") {
         next();
-        a.also = group_range("a second key-group range FIRST-LAST");
+        const Token second = peek();
+        a.also = target_range("a second key-group range FIRST-LAST");
+        if (a.also.first <= a.into.last && a.into.first <= a.also.last) {
+          fail(second,
+               "a second range apart from the first (" + std::to_string(a.into.first) + "-" +
+                   std::to_string(a.into.last) +
+                   "): the two backends of a split own "
+                   "distinct key groups",
+               "'" + std::to_string(a.also.first) + "-" + std::to_string(a.also.last) + "'");
+        }
         if (peek().kind == Tok::word && peek().text == "then") {
           next();
           want_keyword("merge");
@@ -973,7 +1030,9 @@ class Parser {
 
 std::optional<Scenario> parse_scenario(std::string_view text, const std::string& file,
                                        ParseError* error) {
-  Parser parser(file);
+  Parser parser(file, static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n') +
+                                               std::count(text.begin(), text.end(), ';')) +
+                          1);
   int line_no = 0;
   std::size_t start = 0;
   try {
@@ -992,7 +1051,15 @@ std::optional<Scenario> parse_scenario(std::string_view text, const std::string&
     if (error != nullptr) *error = ParseError{file, line_no, f.column, f.message};
     return std::nullopt;
   }
-  return parser.finish();
+  Scenario s = parser.finish();
+  if (s.step_count() == 0) {
+    // Nothing would run: a PASS would claim what nothing checked.
+    if (error != nullptr) {
+      *error = ParseError{file, 1, 1, "expected at least one step line (TASK: ACTION), found none"};
+    }
+    return std::nullopt;
+  }
+  return s;
 }
 
 }  // namespace cowstate::sim

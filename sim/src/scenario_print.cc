@@ -14,8 +14,8 @@ std::string key_text(const EntryKey& k) {
   return "(" + std::to_string(k.first) + "," + std::to_string(k.second) + ")";
 }
 
-std::string value_text(const StateValue& v) {
-  if (v.size() == 1) return std::to_string(v[0]);
+std::string value_text(const StateValue& v, bool sequence = false) {
+  if (v.size() == 1 && !sequence) return std::to_string(v[0]);
   std::string out = "[";
   for (std::size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
   return out + "]";
@@ -111,19 +111,22 @@ std::string config_text(const ScenarioConfig& c) {
   if (c.ttl_read_refresh != d.ttl_read_refresh) add("ttl_update=read");
   if (c.ttl_return_expired != d.ttl_return_expired) add("ttl_visibility=expired");
   if (c.ttl_cleanup != d.ttl_cleanup) {
-    add("ttl_cleanup=" + (c.ttl_cleanup == 0 ? std::string("none") : std::to_string(c.ttl_cleanup)));
+    add("ttl_cleanup=" +
+        (c.ttl_cleanup == 0 ? std::string("none") : std::to_string(c.ttl_cleanup)));
   }
   if (c.ttl_key_switch != d.ttl_key_switch) add("ttl_key_switch=on");
   if (c.ttl_full_snapshot != d.ttl_full_snapshot) add("ttl_full_snapshot=on");
   return out.empty() ? "" : "config" + out;
 }
 
-std::string expectation_text(const Expectation& e) {
+}  // namespace
+
+std::string print_expectation(const Expectation& e) {
   switch (e.kind) {
     case ExpectKind::image:
       if (!e.state.empty()) {
         return "expect " + e.target + (e.into.empty() ? "" : " into " + range_text(e.into)) +
-               " s=" + e.state + " = " + print_image(e.image);
+               " s=" + e.state + " = " + print_image(e.image, has_sequence_values(e.state));
       }
       return "expect " + e.target + " = " + print_image(e.image);
     case ExpectKind::latest:
@@ -142,13 +145,11 @@ std::string expectation_text(const Expectation& e) {
   return "";
 }
 
-}  // namespace
-
-std::string print_image(const ScenarioImage& image) {
+std::string print_image(const ScenarioImage& image, bool sequences) {
   std::string out = "{";
   bool first = true;
   for (const auto& [k, v] : image) {
-    out += (first ? "" : ", ") + key_text(k) + ":" + value_text(v);
+    out += (first ? "" : ", ") + key_text(k) + ":" + value_text(v, sequences);
     first = false;
   }
   return out + "}";
@@ -210,7 +211,8 @@ std::string print_action(const StepLine& line) {
       out += " " + std::to_string(a.x);
       break;
     case ActionKind::cleanup:
-      out += " s=" + a.state + " n=" + (a.budget == 0 ? std::string("all") : std::to_string(a.budget));
+      out +=
+          " s=" + a.state + " n=" + (a.budget == 0 ? std::string("all") : std::to_string(a.budget));
       break;
   }
   if (!line.pause.empty()) out += " pause at " + line.pause;
@@ -231,7 +233,7 @@ std::string print_scenario(const Scenario& s, const std::string& header) {
     if (const auto* step = std::get_if<StepLine>(&item)) {
       out << step->task << ": " << print_action(*step) << "\n";
     } else {
-      out << expectation_text(std::get<Expectation>(item)) << "\n";
+      out << print_expectation(*expectation_of(item)) << "\n";
     }
   }
   return out.str();

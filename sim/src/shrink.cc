@@ -26,8 +26,8 @@ RunResult run_scenario(const Scenario& scenario, bool keep_trace,
   return run_once(config, *strategy);
 }
 
-Scenario to_scenario(const RunConfig& config, const RunResult& recorded) {
-  COWSTATE_ASSERT(recorded.tasks.size() > 0, "REQUIRES", "to_scenario needs a recorded run");
+std::optional<Scenario> to_scenario(const RunConfig& config, const RunResult& recorded) {
+  if (recorded.tasks.empty()) return std::nullopt;  // setup failed before the first task
   Scenario s;
   if (config.scenario != nullptr) s.config = config.scenario->config;
   s.config.initial_capacity = config.workload.initial_capacity;
@@ -85,7 +85,7 @@ Scenario to_scenario(const RunConfig& config, const RunResult& recorded) {
   // the whole run; a fixed copy checks them after its last step).
   if (config.scenario != nullptr) {
     for (const ScenarioItem& item : config.scenario->items) {
-      const auto* e = std::get_if<Expectation>(&item);
+      const auto* e = expectation_of(item);
       if (e != nullptr && e->kind != ExpectKind::copied) s.items.emplace_back(*e);
     }
   }
@@ -139,13 +139,15 @@ Scenario without(const Scenario& s, const std::set<std::size_t>& drop) {
   return out;
 }
 
-// The rules the parser enforces, for candidates the shrinker builds: names used after
-// their snapshot starts, `continue` exactly after a paused step of the same task.
+// The rules the parser enforces, for candidates the shrinker builds: at least one step,
+// names used after their snapshot starts, `continue` exactly after a paused step of the same
+// task.
 bool well_formed(const Scenario& s) {
+  if (s.step_count() == 0) return false;
   std::set<std::string> started;
   std::map<std::string, bool> paused;
   for (const ScenarioItem& item : s.items) {
-    if (const auto* e = std::get_if<Expectation>(&item)) {
+    if (const auto* e = expectation_of(item)) {
       if (e->kind == ExpectKind::image && e->target != "live" && !started.count(e->target)) {
         return false;
       }
@@ -214,7 +216,7 @@ Scenario renamed_snapshots(const Scenario& s) {
     }
   }
   Scenario out = s;
-  auto rename = [&names](std::string& name) {
+  auto rename = [&names](Name& name) {
     auto it = names.find(name);
     if (it != names.end()) name = it->second;
   };
@@ -223,7 +225,7 @@ Scenario renamed_snapshots(const Scenario& s) {
       rename(l->task);
       rename(l->action.snapshot);
     } else {
-      rename(std::get<Expectation>(item).target);
+      rename(expectation_of(item)->target);
     }
   }
   return out;
@@ -231,22 +233,25 @@ Scenario renamed_snapshots(const Scenario& s) {
 
 class Shrinker {
  public:
-  Shrinker(Outcome outcome, std::string check, const ShrinkOptions& options)
-      : outcome_(outcome), check_(std::move(check)), options_(options), start_(Clock::now()) {}
+  Shrinker(FailureSignature failure, const ShrinkOptions& options)
+      : failure_(std::move(failure)), options_(options), start_(Clock::now()) {}
 
   bool out_of_budget() const {
     return runs_ >= options_.max_runs ||
            std::chrono::duration<double>(Clock::now() - start_).count() >= options_.max_seconds;
   }
 
-  // Runs the candidate; true (and it becomes the best) when it fails the same way.
-  bool try_candidate(const Scenario& candidate) {
+  // Runs the candidate; true (and it becomes the best) when it fails the same way, with the
+  // difference `renamed` when the candidate renamed keys (the current one otherwise).
+  bool try_candidate(const Scenario& candidate, const Difference* renamed = nullptr) {
     if (out_of_budget() || !well_formed(candidate) || cost(candidate) >= cost(best_)) return false;
     ++runs_;
     RunResult r = run_scenario(candidate);
-    if (!same_failure(r)) return false;
+    const Difference& want = renamed != nullptr ? *renamed : failure_.difference;
+    if (!same_failure(r, want)) return false;
     best_ = candidate;
     best_result_ = std::move(r);
+    failure_.difference = want;
     return true;
   }
 
@@ -265,7 +270,7 @@ class Shrinker {
           const ScenarioItem& item = best_.items[i];
           if (const auto* l = std::get_if<StepLine>(&item)) {
             if (l->task == name || l->action.snapshot == name) drop.insert(i);
-          } else if (std::get<Expectation>(item).target == name) {
+          } else if (expectation_of(item)->target == name) {
             drop.insert(i);
           }
         }
@@ -312,7 +317,7 @@ class Shrinker {
         auto& first = std::get<StepLine>(best_.items[g.items[0]]);
         if (first.pause.empty()) continue;
         Scenario c = best_;
-        std::get<StepLine>(c.items[g.items[0]]).pause.clear();
+        std::get<StepLine>(c.items[g.items[0]]).pause = Name();
         std::set<std::size_t> drop(g.items.begin() + 1, g.items.end());
         if (try_candidate(without(c, drop))) {
           progress = again = true;
@@ -350,7 +355,8 @@ class Shrinker {
         if (keys.count(smaller)) continue;
         Scenario c = best_;
         rename_key(c, k, smaller);
-        if (try_candidate(c)) {
+        const Difference renamed = failure_.difference.with_key_renamed(k, smaller);
+        if (try_candidate(c, &renamed)) {
           keys.erase(k);
           keys.insert(smaller);
           progress = true;
@@ -395,15 +401,19 @@ class Shrinker {
     best_ = failing;
     ++runs_;
     best_result_ = run_scenario(failing);
-    out.reproduced = best_result_.outcome == outcome_ && best_result_.check == check_;
     expect_line_ = best_result_.failed_line;
+    out.reproduced = best_result_.signature() == failure_;
+    if (!out.reproduced) {
+      out.not_reproduced = "it failed as " + best_result_.signature().to_string() + " instead of " +
+                           failure_.to_string();
+    }
     // An invalid scenario is bad input, not a bug: there is nothing to minimize.
-    if (out.reproduced && outcome_ != Outcome::invalid) {
+    if (out.reproduced && failure_.outcome != Outcome::invalid) {
       // Expectations the failure does not need would only be read (and shrunk) in vain.
-      if (check_ != "expect") {
+      if (failure_.check != "expect") {
         std::set<std::size_t> drop;
         for (std::size_t i = 0; i < best_.items.size(); ++i) {
-          const auto* e = std::get_if<Expectation>(&best_.items[i]);
+          const auto* e = expectation_of(best_.items[i]);
           if (e != nullptr && e->kind != ExpectKind::failure) drop.insert(i);
         }
         if (!drop.empty()) try_candidate(without(best_, drop));
@@ -420,12 +430,13 @@ class Shrinker {
     const Scenario named = renamed_snapshots(best_);
     ++runs_;
     RunResult r = run_scenario(named);
-    if (same_failure(r)) {
+    if (!out.reproduced || same_failure(r, failure_.difference)) {
       best_ = named;
       best_result_ = std::move(r);
     }
     out.scenario = best_;
     out.result = best_result_;
+    out.signature = best_result_.signature();
     out.runs = runs_;
     out.steps_after = best_.step_count();
     return out;
@@ -433,10 +444,10 @@ class Shrinker {
 
  private:
   // The same outcome at the same check; a failed expectation must be the same one (items
-  // keep their source line through every edit).
-  bool same_failure(const RunResult& r) const {
-    if (r.outcome != outcome_ || r.check != check_) return false;
-    return check_ != "expect" || r.failed_line == expect_line_;
+  // keep their source line through every edit) and fail with difference `want`.
+  bool same_failure(const RunResult& r, const Difference& want) const {
+    if (r.outcome != failure_.outcome || r.check != failure_.check) return false;
+    return failure_.check != "expect" || (r.failed_line == expect_line_ && r.difference == want);
   }
 
   static bool is_keyed(ActionKind k) {
@@ -450,10 +461,16 @@ class Shrinker {
       if (auto* l = std::get_if<StepLine>(&item)) {
         if (is_keyed(l->action.kind) && l->action.entry.first == from) l->action.entry.first = to;
       } else {
-        Expectation& e = std::get<Expectation>(item);
+        Expectation& e = *expectation_of(item);
         ScenarioImage image;
         for (auto& [k, v] : e.image) image[{k.first == from ? to : k.first, k.second}] = v;
         e.image = std::move(image);
+        for (std::set<EntryKey>* keys : {&e.copied_entries, &e.copied_states}) {
+          std::set<EntryKey> renamed;
+          for (const EntryKey& k : *keys)
+            renamed.insert({k.first == from ? to : k.first, k.second});
+          *keys = std::move(renamed);
+        }
       }
     }
   }
@@ -507,8 +524,8 @@ class Shrinker {
     return out;
   }
 
-  Outcome outcome_;
-  std::string check_;
+  // The failure to keep: its difference follows the keys the shrinker renamed.
+  FailureSignature failure_;
   ShrinkOptions options_;
   Clock::time_point start_;
   std::uint64_t runs_ = 0;
@@ -519,17 +536,25 @@ class Shrinker {
 
 }  // namespace
 
-ShrinkResult shrink(const Scenario& failing, Outcome outcome, const std::string& check,
+ShrinkResult shrink(const Scenario& failing, const FailureSignature& failure,
                     const ShrinkOptions& options) {
-  return Shrinker(outcome, check, options).run(failing);
+  return Shrinker(failure, options).run(failing);
 }
 
 ShrinkResult shrink_run(const RunConfig& config, Strategy& strategy, const ShrinkOptions& options) {
   RunConfig recording = config;
   recording.record = true;
   const RunResult recorded = run_once(recording, strategy);
-  const Scenario scenario = to_scenario(config, recorded);
-  return shrink(scenario, recorded.outcome, recorded.check, options);
+  const std::optional<Scenario> scenario = to_scenario(recording, recorded);
+  if (!scenario) {
+    ShrinkResult out;
+    out.result = recorded;
+    out.signature = recorded.signature();
+    out.not_reproduced = "the run failed before its first step (" + recorded.message +
+                         "): there is no schedule to write down";
+    return out;
+  }
+  return shrink(*scenario, recorded.signature(), options);
 }
 
 }  // namespace cowstate::sim

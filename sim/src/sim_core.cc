@@ -74,7 +74,7 @@ void SimCore::run_strategy() {
 // until the task reaches that yield point; yields at other points pass through.
 void SimCore::run_fixed() {
   for (const ScenarioItem& item : scenario_->items) {
-    if (const auto* e = std::get_if<Expectation>(&item)) {
+    if (const auto* e = expectation_of(item)) {
       check_expectation(*e);
       continue;
     }
@@ -91,7 +91,8 @@ void SimCore::run_fixed() {
     const std::uint64_t units = t->units_done;
     for (;;) {
       if (result_.stats.steps >= step_bound_) {
-        throw CheckFailed{"steps", "step bound " + std::to_string(step_bound_) + " hit", line.line};
+        throw CheckFailed{
+            "steps", "step bound " + std::to_string(step_bound_) + " hit", line.line, {}, {}};
       }
       resume(*t);
       const bool ended = t->fiber->finished() || t->units_done != units;
@@ -118,7 +119,7 @@ void SimCore::finish_tasks() {
     }
     if (next == nullptr) break;
     if (result_.stats.steps >= step_bound_) {
-      throw CheckFailed{"steps", "step bound " + std::to_string(step_bound_) + " hit", 0};
+      throw CheckFailed{"steps", "step bound " + std::to_string(step_bound_) + " hit", 0, {}, {}};
     }
     resume(*next);
   }
@@ -128,7 +129,9 @@ void SimCore::finish_tasks() {
                         t->script_name +
                             " cannot finish: it waits for a snapshot "
                             "that never starts",
-                        0};
+                        0,
+                        {},
+                        {}};
     }
   }
 }
@@ -146,7 +149,7 @@ RunResult SimCore::run() {
       after_step_checks();
       if (!scenario_->config.fixed_schedule) {
         for (const ScenarioItem& item : scenario_->items) {
-          if (const auto* e = std::get_if<Expectation>(&item)) check_expectation(*e);
+          if (const auto* e = expectation_of(item)) check_expectation(*e);
         }
       }
     }
@@ -155,35 +158,47 @@ RunResult SimCore::run() {
     result_.check = f.check;
     result_.message = f.message;
     result_.failed_line = f.line;
+    result_.expectation = f.expectation;
+    result_.difference = f.difference;
   } catch (const AssertionCaught& a) {
     on_assertion();
     result_.outcome = Outcome::assertion;
     result_.check = a.invariant;
     result_.message = a.message;
   } catch (const ScenarioInvalid& s) {
+    // A scenario that cannot run as written, or (generated runs) a setup that failed.
     result_.outcome = Outcome::invalid;
-    result_.check = "scenario";
-    result_.message = (scenario_ != nullptr ? scenario_->file : std::string("?")) + ":" +
-                      std::to_string(s.line) + ": " + s.message;
+    if (scenario_ != nullptr) {
+      result_.check = "scenario";
+      result_.message = scenario_->file + ":" + std::to_string(s.line) + ": " + s.message;
+    } else {
+      result_.check = "setup";
+      result_.message = s.message;
+    }
     result_.failed_line = s.line;
   }
   running_ = nullptr;
   if (scenario_ != nullptr && !result_.abandoned && result_.outcome != Outcome::invalid) {
     // `expect failure CHECK`: the run passes exactly when it fails at CHECK.
     for (const ScenarioItem& item : scenario_->items) {
-      const auto* e = std::get_if<Expectation>(&item);
+      const auto* e = expectation_of(item);
       if (e == nullptr || e->kind != ExpectKind::failure) continue;
       if (result_.outcome != Outcome::pass && result_.check == e->target) {
         trace("expected failure " + e->target + ": " + result_.message);
         result_.outcome = Outcome::pass;
-        result_.check = "";
-        result_.message = "";
+        result_.check.clear();
+        result_.message.clear();
+        result_.expectation.clear();
+        result_.difference = {};
+        result_.failed_line = 0;
       } else if (result_.outcome == Outcome::pass) {
         result_.outcome = Outcome::failure;
         result_.check = "expect";
         result_.message = scenario_->file + ":" + std::to_string(e->line) +
                           ": expected the run to fail check " + e->target + ", it passed";
         result_.failed_line = e->line;
+        result_.expectation = print_expectation(*e);
+        result_.difference.shape = "passed";
       }
       break;
     }

@@ -19,9 +19,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -40,7 +42,9 @@ namespace cowstate::sim::detail {
 struct CheckFailed {
   std::string check;
   std::string message;
-  int line = 0;  // scenario line of a failed expectation
+  int line = 0;             // scenario line of a failed expectation
+  std::string expectation;  // a failed expectation as written
+  Difference difference;    // how it was not met
 };
 // A scenario step that cannot run as written.
 struct ScenarioInvalid {
@@ -60,10 +64,22 @@ struct AssertionCaught {
 }
 
 inline void expect(bool ok, std::string check, const std::string& message) {
-  if (!ok) throw CheckFailed{std::move(check), message};
+  if (!ok) throw CheckFailed{std::move(check), message, 0, {}, {}};
 }
 
 constexpr std::uint32_t kNoTask = 0xffffffffu;
+
+// The shape of a difference in numbers: "NAME higher" or "NAME lower" for each pair that
+// differs, comma-separated.
+inline std::string directions(
+    std::initializer_list<std::tuple<const char*, std::uint64_t, std::uint64_t>> pairs) {
+  std::string out;
+  for (const auto& [name, got, want] : pairs) {
+    if (got == want) continue;
+    out += (out.empty() ? "" : ", ") + std::string(name) + (got > want ? " higher" : " lower");
+  }
+  return out;
+}
 
 enum class TaskKind : std::uint8_t { writer, serializer, releaser, clock };
 
@@ -203,6 +219,12 @@ class SimCore {
     ++t.units_done;
     t.inner_yields = 0;
     t.point = "";
+  }
+  // Expectation `e` is not met: `message` says what was found, `d` how it differs.
+  [[noreturn]] void expectation_failed(const Expectation& e, const std::string& message,
+                                       Difference d) const {
+    throw CheckFailed{"expect", scenario_->file + ":" + std::to_string(e.line) + ": " + message,
+                      e.line, print_expectation(e), std::move(d)};
   }
   [[noreturn]] void invalid(const Task& t, const std::string& message) {
     throw ScenarioInvalid{t.current_line != nullptr ? t.current_line->line : 0, message};

@@ -28,7 +28,7 @@ struct CampaignOptions {
   std::uint32_t shard_index = 0;
   std::uint32_t shard_count = 1;
   std::uint32_t deep_check_every = 1;
-  bool stop_at_first_failure = true;
+  std::uint64_t max_failures = 1;             // stop after this many failing runs; 0: never
   WorkloadKind workload = WorkloadKind::map;  // which simulation every run is
 };
 
@@ -40,16 +40,20 @@ struct CaseSpec {
   WorkloadKind kind = WorkloadKind::map;
   WorkloadOptions workload;        // kind map
   BackendWorkloadOptions backend;  // kind backend
-  // What the recorded run did (for `replay` to confirm it reproduced).
+  // What the recorded run did and which build ran it (for `replay` to confirm that it
+  // reproduced): a trace hash of 0 is unknown (a case written by hand).
   std::string outcome;
   std::string check;
   std::uint64_t trace_hash = 0;
+  std::string version;  // "0.2.0 (git 543b0b1c8d2e)"; empty when unknown
+  std::string mutant;   // the planted bug it ran under (mutants build); empty: none
 };
 
 struct FinishedRun {
   std::uint64_t index = 0;
   CaseSpec spec;
   RunResult result;
+  double seconds = 0;  // wall time of the run
 };
 
 struct CampaignSummary {
@@ -81,7 +85,9 @@ CampaignSummary run_campaign(const CampaignOptions& options,
                              const std::function<void(const FinishedRun&)>& on_run,
                              const std::function<void(const CampaignSummary&)>& on_progress);
 
-// Case files: `key value` lines and `#` comments. Errors name the line.
+// Case files: `key value` lines and `#` comments. Errors name the line. The trace hash is
+// written as 16 hex digits (`trace_hash_text`), as in JSON records.
+std::string trace_hash_text(std::uint64_t hash);
 std::string format_case(const CaseSpec& spec);
 std::optional<CaseSpec> parse_case(const std::string& text, const std::string& file_name,
                                    std::string* error);

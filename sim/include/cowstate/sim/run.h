@@ -34,18 +34,12 @@
 #include <string>
 #include <vector>
 
+#include "cowstate/sim/failure.h"
 #include "cowstate/sim/scenario.h"
 #include "cowstate/sim/strategy.h"
 #include "cowstate/sim/workload.h"
 
 namespace cowstate::sim {
-
-// invalid: a scenario that cannot run as written (a step of a finished task, a pause point
-// never reached); it is bad input, not a bug in the map.
-enum class Outcome : std::uint8_t { pass, failure, assertion, stuck, invalid };
-// 0 pass, 1 correctness failure, 2 invalid scenario, 3 assertion or crash caught, 4 stuck.
-int exit_code(Outcome outcome) noexcept;
-const char* outcome_name(Outcome outcome) noexcept;
 
 // The map as a learner sees it after a step (`cowstate explain`).
 struct LayoutEntry {
@@ -132,6 +126,9 @@ struct RunResult {
   Outcome outcome = Outcome::pass;
   std::string check;    // id of the check that failed
   std::string message;  // what it saw
+  // check `expect`: the expectation as written, and how it was not met.
+  std::string expectation;
+  Difference difference;
   RunStats stats;
   std::uint64_t trace_hash = 0;         // FNV-1a over every trace line
   std::vector<std::string> trace;       // every line if keep_trace, else the last trace_tail
@@ -141,6 +138,8 @@ struct RunResult {
   std::vector<TaskRecord> tasks;
   std::vector<StepRecord> steps;
   int failed_line = 0;  // scenario line of the failing expectation or invalid step
+
+  FailureSignature signature() const { return {outcome, check, expectation, difference}; }
 };
 
 // Runs one simulation. Deterministic: the same config and strategy give the same trace.

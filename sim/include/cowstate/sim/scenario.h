@@ -35,9 +35,12 @@
 // back (parse(print(x)) == x), the shrinker edits them and the simulator runs them.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
+#include <ostream>
 #include <set>
 #include <string>
 #include <string_view>
@@ -46,6 +49,41 @@
 #include <vector>
 
 namespace cowstate::sim {
+
+// A task, snapshot, checkpoint, state or yield-point name, interned: one pointer wide, so a
+// step line stays small (a parsed scenario takes a few times its file's size), and equal
+// names are equal pointers. Reads like a const std::string; the pool of names only grows
+// (a process sees few distinct names) and is safe to use from several threads.
+class Name {
+ public:
+  Name() noexcept : s_(&empty_string()) {}
+  Name(std::string_view s);                                  // NOLINT(google-explicit-constructor)
+  Name(const std::string& s) : Name(std::string_view(s)) {}  // NOLINT
+  Name(const char* s) : Name(std::string_view(s)) {}         // NOLINT
+
+  const std::string& str() const noexcept { return *s_; }
+  operator const std::string&() const noexcept { return *s_; }  // NOLINT
+  const char* c_str() const noexcept { return s_->c_str(); }
+  bool empty() const noexcept { return s_->empty(); }
+  std::size_t size() const noexcept { return s_->size(); }
+
+  friend bool operator==(const Name& a, const Name& b) noexcept { return a.s_ == b.s_; }
+  friend bool operator==(const Name& a, std::string_view b) noexcept { return *a.s_ == b; }
+  friend bool operator==(const Name& a, const char* b) noexcept { return *a.s_ == b; }
+  friend bool operator==(const Name& a, const std::string& b) noexcept { return *a.s_ == b; }
+  friend std::strong_ordering operator<=>(const Name& a, const Name& b) noexcept {
+    return a.s_ == b.s_ ? std::strong_ordering::equal : *a.s_ <=> *b.s_;
+  }
+  friend std::string operator+(const std::string& a, const Name& b) { return a + *b.s_; }
+  friend std::string operator+(const Name& a, const std::string& b) { return *a.s_ + b; }
+  friend std::string operator+(const char* a, const Name& b) { return a + *b.s_; }
+  friend std::string operator+(const Name& a, const char* b) { return *a.s_ + b; }
+  friend std::ostream& operator<<(std::ostream& out, const Name& n) { return out << *n.s_; }
+
+ private:
+  static const std::string& empty_string() noexcept;
+  const std::string* s_;
+};
 
 // The entry a step or an expectation names: (key, namespace).
 using EntryKey = std::pair<std::uint64_t, std::int32_t>;
@@ -129,31 +167,34 @@ const std::vector<BackendStateInfo>& backend_states();
 // aggregating states never do.
 const std::vector<std::string>& ttl_states();
 bool is_ttl_state(const std::string& name);
+// Whether a backend state's canonical values are sequences (list, map and aggregating
+// states), written in brackets even with one element.
+bool has_sequence_values(const std::string& name);
 
 struct Action {
+  // Small fields first: a scenario holds one Action per step line.
   ActionKind kind = ActionKind::get;
-  EntryKey entry{0, 0};                  // keyed writer operations
-  StateValue value;                      // put, put_and_get_old
   Mutation mutation = Mutation::append;  // get_mutable
-  std::int64_t x = 0;                    // get_mutable, transform (append x); advance: ms
+  StateOp op = StateOp::get;             // backend state actions
+  bool merge_back = false;               // restore: then merge the two halves' checkpoints
   std::uint32_t budget = 0;  // visit: buckets; step: entries, 0 = all that are left; cleanup
-  std::uint64_t salt = 0;                // visit: which entries the visitor replaces or removes
-  std::string snapshot;                  // snapshot, cancel, keep, release; checkpoint, restore
-  // backend workload
-  std::string state;                  // state actions: the state's name
-  StateOp op = StateOp::get;          // state actions
+  EntryKey entry{0, 0};      // keyed writer operations
+  std::int64_t x = 0;        // get_mutable, transform (append x); advance: ms
+  std::uint64_t salt = 0;    // visit: which entries the visitor replaces or removes
+  Name snapshot;             // snapshot, cancel, keep, release; checkpoint, restore
+  Name state;                // backend state actions: the state's name
+  GroupRange into, also;     // restore: one target range, or two (a split)
+  StateValue value;          // put, put_and_get_old; backend: values and list elements
   std::vector<std::int32_t> sources;  // merge: the source namespaces
-  GroupRange into, also;              // restore: one target range, or two (a split)
-  bool merge_back = false;            // restore: then merge the two halves' checkpoints
   bool operator==(const Action&) const = default;
 };
 
 // One step line (or one `;`-separated part of it).
 struct StepLine {
-  std::string task;  // writer, releaser, or a snapshot's name
+  Name task;  // writer, releaser, or a snapshot's name
   Action action;
-  std::string pause;  // yield point the step stops at; empty: the step runs to its end
-  int line = 0;       // source position, not part of equality
+  Name pause;    // yield point the step stops at; empty: the step runs to its end
+  int line = 0;  // source position, not part of equality
   int column = 0;
   bool operator==(const StepLine& o) const {
     return task == o.task && action == o.action && pause == o.pause;
@@ -171,11 +212,11 @@ enum class ExpectKind : std::uint8_t {
 
 struct Expectation {
   ExpectKind kind = ExpectKind::image;
-  std::string target;  // image: snapshot name or "live"; failure: the check id
+  Name target;  // image: snapshot name or "live"; failure: the check id
   ScenarioImage image;
   std::set<EntryKey> copied_entries, copied_states;
   std::uint64_t a = 0, b = 0;  // versions: map, h; retired: entries, states
-  std::string state;           // backend image: the state it is about
+  Name state;                  // backend image: the state it is about
   GroupRange into;             // backend image of a checkpoint: restored into this range
   int line = 0;                // not part of equality
   int column = 0;
@@ -186,7 +227,42 @@ struct Expectation {
   }
 };
 
-using ScenarioItem = std::variant<StepLine, Expectation>;
+// A value that lives on the heap and copies deeply: what keeps a rare, large alternative
+// (an Expectation) from making every item of a scenario as large as itself.
+template <class T>
+class Boxed {
+ public:
+  Boxed(T value) : p_(std::make_unique<T>(std::move(value))) {}  // NOLINT(google-explicit-*)
+  Boxed(const Boxed& o) : p_(std::make_unique<T>(*o.p_)) {}
+  Boxed(Boxed&&) noexcept = default;
+  Boxed& operator=(const Boxed& o) {
+    if (this != &o) *p_ = *o.p_;
+    return *this;
+  }
+  Boxed& operator=(Boxed&&) noexcept = default;
+  ~Boxed() = default;
+  T& operator*() noexcept { return *p_; }
+  const T& operator*() const noexcept { return *p_; }
+  T* operator->() noexcept { return p_.get(); }
+  const T* operator->() const noexcept { return p_.get(); }
+  friend bool operator==(const Boxed& a, const Boxed& b) { return *a.p_ == *b.p_; }
+
+ private:
+  std::unique_ptr<T> p_;  // never null (a moved-from Boxed is only destroyed or assigned)
+};
+
+using ScenarioItem = std::variant<StepLine, Boxed<Expectation>>;
+// The item as a step line or an expectation; nullptr when it is the other.
+inline const StepLine* step_of(const ScenarioItem& item) { return std::get_if<StepLine>(&item); }
+inline StepLine* step_of(ScenarioItem& item) { return std::get_if<StepLine>(&item); }
+inline const Expectation* expectation_of(const ScenarioItem& item) {
+  const auto* b = std::get_if<Boxed<Expectation>>(&item);
+  return b != nullptr ? &**b : nullptr;
+}
+inline Expectation* expectation_of(ScenarioItem& item) {
+  auto* b = std::get_if<Boxed<Expectation>>(&item);
+  return b != nullptr ? &**b : nullptr;
+}
 
 struct ScenarioConfig {
   std::uint32_t initial_capacity = 4;
@@ -233,14 +309,19 @@ struct ParseError {
   std::string to_string() const;  // file:line:col: message
 };
 
-// Parses a scenario; on failure returns nullopt and fills *error.
+// Parses a scenario; on failure returns nullopt and fills *error. A scenario without a
+// step line is an error: there would be nothing to run.
 std::optional<Scenario> parse_scenario(std::string_view text, const std::string& file,
                                        ParseError* error);
 // Writes a scenario in the same format; `header` lines are written first as comments.
 std::string print_scenario(const Scenario& scenario, const std::string& header = "");
 // One step line as written after `task:` ("put k=1 v=10 pause at map.insert_new").
 std::string print_action(const StepLine& line);
-std::string print_image(const ScenarioImage& image);
+// An image as written in an expectation; `sequences` writes every value in brackets, as a
+// list state's values are (`{2:[1]}`), instead of a one-element value bare (`{2:1}`).
+std::string print_image(const ScenarioImage& image, bool sequences = false);
+// One expectation line as written ("expect s1 = {1:10}").
+std::string print_expectation(const Expectation& e);
 
 // The yield points production code names (COWSTATE_YIELD), for validating `pause at`.
 const std::vector<std::string>& yield_points();

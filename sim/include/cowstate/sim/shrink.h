@@ -4,8 +4,9 @@
 // every action each task took, in the order the scheduler ran them, with `pause at` where
 // a step stopped at a yield point inside production code. `cowstate run` replays it.
 //
-// `shrink` then minimizes it while it keeps failing with the same outcome at the same
-// check, greedily and to a fixed point, cheapest wins first:
+// `shrink` then minimizes it while it keeps failing the same way (its FailureSignature,
+// failure.h: the same outcome and check, and for an expectation the same one, failing with
+// the same kind of difference), greedily and to a fixed point, cheapest wins first:
 //   1. drop whole snapshots (the snapshot start, its serializer's steps, the releaser's
 //      lines about it, expectations naming it);
 //   2. drop step groups, delta-debugging style (halves, quarters, ... single lines), a
@@ -18,6 +19,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <string>
 
 #include "cowstate/sim/run.h"
 #include "cowstate/sim/scenario.h"
@@ -28,8 +31,9 @@ namespace cowstate::sim {
 RunResult run_scenario(const Scenario& scenario, bool keep_trace = false,
                        std::function<void(const StepView&)> on_step = {});
 
-// The fixed-schedule scenario that replays `recorded` (run with RunConfig::record).
-Scenario to_scenario(const RunConfig& config, const RunResult& recorded);
+// The fixed-schedule scenario that replays `recorded` (run with RunConfig::record); nullopt
+// when the run stopped before any task took a step (its setup failed).
+std::optional<Scenario> to_scenario(const RunConfig& config, const RunResult& recorded);
 
 struct ShrinkOptions {
   std::uint64_t max_runs = 20000;
@@ -39,13 +43,17 @@ struct ShrinkOptions {
 struct ShrinkResult {
   Scenario scenario;  // the smallest failing scenario found
   RunResult result;   // its run
+  // How it fails: the original failure's signature, its keys renamed as the shrinker renamed
+  // them; the printed scenario replays to exactly this.
+  FailureSignature signature;
   std::uint64_t runs = 0;
   std::size_t steps_before = 0, steps_after = 0;
-  bool reproduced = false;  // the input failed as recorded (otherwise nothing was shrunk)
+  bool reproduced = false;     // the input failed as recorded (otherwise nothing was shrunk)
+  std::string not_reproduced;  // why not, when !reproduced
 };
 
-// Minimizes `failing` while its run keeps `outcome` and `check`.
-ShrinkResult shrink(const Scenario& failing, Outcome outcome, const std::string& check,
+// Minimizes `failing` while its run fails as `failure` says.
+ShrinkResult shrink(const Scenario& failing, const FailureSignature& failure,
                     const ShrinkOptions& options = {});
 
 // The whole pipeline for a failing generated run: record, convert, shrink.

@@ -1,0 +1,256 @@
+// The planted bugs from the CLI's side; see kill_matrix.h.
+#include "kill_matrix.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
+
+#include "cli_input.h"
+#include "cowstate/hooks.h"
+#include "cowstate/sim/campaign.h"
+#include "cowstate/sim/shrink.h"
+#include "failure_pipeline.h"
+
+namespace cowstate::cli {
+
+namespace {
+
+#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
+namespace mu = cowstate::mutants;
+
+const mu::MutantInfo* find_mutant(const std::string& name) {
+  for (const auto& info : mu::kCatalog) {
+    if (name == info.name) return &info;
+  }
+  return nullptr;
+}
+
+// The hand-minimized negative scenarios of a directory, by the mutant each `kills`.
+std::map<std::string, sim::Scenario> negative_scenarios(const std::string& dir, bool* ok) {
+  std::map<std::string, sim::Scenario> out;
+  std::vector<std::filesystem::path> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().extension() == ".scenario") files.push_back(e.path());
+  }
+  if (ec) {
+    std::fprintf(stderr, "cowstate mutants: cannot list %s: %s\n", dir.c_str(),
+                 ec.message().c_str());
+    *ok = false;
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    auto s = load_scenario(f.string(), "cowstate mutants");
+    if (!s) {
+      *ok = false;
+    } else if (s->kills.empty()) {
+      std::fprintf(stderr, "cowstate mutants: %s names no mutant (`kills NAME`)\n",
+                   f.string().c_str());
+      *ok = false;
+    } else {
+      out[s->kills] = std::move(*s);
+    }
+  }
+  return out;
+}
+
+// One row of the matrix: what fuzzing, shrinking and the negative scenario made of a mutant.
+struct Row {
+  std::optional<FinishedRun> kill;
+  double seconds = 0;
+  std::uint64_t runs = 0;
+  std::size_t shrunk_steps = 0, hand_steps = 0;
+  std::string negative;  // "-", "MISSING", "ok (CHECK)", or what went wrong
+  bool ok = true;
+};
+
+Row run_row(const mu::MutantInfo& info, const KillMatrixOptions& o,
+            const std::map<std::string, sim::Scenario>& negatives) {
+  Row row;
+  mu::active() = info.mutant;
+  sim::CampaignOptions campaign;
+  campaign.seed = 1;
+  campaign.time_seconds = o.seconds_per_mutant;
+  campaign.ops = o.ops;
+  campaign.deep_check_every = 1;
+  // The backend's planted bugs are fuzzed with the backend workload, the map's with the map's.
+  if (mu::is_backend_mutant(info.mutant)) campaign.workload = sim::WorkloadKind::backend;
+  // A crash names the mutant and the phase (fuzz, shrink, negative scenario) it came in.
+  const std::string under = std::string("under mutant ") + info.name;
+  auto on_start = [&under](const CaseSpec& spec) {
+    set_crash_hint("while fuzzing " + under + "; replay: " + replay_command(spec, ""));
+  };
+  const sim::CampaignSummary s = sim::run_campaign(campaign, on_start, nullptr, nullptr);
+  row.seconds = s.seconds;
+  row.runs = s.runs;
+  row.kill = s.first_failure;
+  if (row.kill) row.kill->spec.mutant = info.name;
+  if (row.kill && o.shrink_seconds > 0) {
+    set_crash_hint("while shrinking the kill " + under + " (" + replay_command(row.kill->spec, "") +
+                   ")");
+    const ShrinkRequest request{replay_command(row.kill->spec, ""),
+                                o.out_dir,
+                                std::string(info.name) + ".scenario",
+                                o.shrink_seconds,
+                                info.name,
+                                false};
+    if (auto shrunk = shrink_case(row.kill->spec, row.kill->result, request)) {
+      row.shrunk_steps = shrunk->result.steps_after;
+    }
+  }
+  // The negative scenario must fail (exit 1) under its mutant and pass without it.
+  row.negative = o.negative_dir.empty() ? "-" : "MISSING";
+  auto it = negatives.find(info.name);
+  if (it != negatives.end()) {
+    row.hand_steps = it->second.step_count();
+    set_crash_hint("while replaying the negative scenario " + it->second.file + " " + under);
+    const RunResult under_mutant = sim::run_scenario(it->second);
+    mu::active() = mu::Mutant::none;
+    set_crash_hint("while replaying the negative scenario " + it->second.file +
+                   " with no mutant active");
+    const RunResult without = sim::run_scenario(it->second);
+    const bool fails = sim::exit_code(under_mutant.outcome) == 1;
+    const bool passes = without.outcome == sim::Outcome::pass;
+    row.negative = fails && passes ? "ok (" + under_mutant.check + ")"
+                   : !fails ? std::string("NOT KILLED: ") + sim::outcome_name(under_mutant.outcome)
+                            : "FAILS WITHOUT THE MUTANT: " + without.check;
+    row.ok = fails && passes;
+  } else {
+    row.ok = o.negative_dir.empty();
+  }
+  mu::active() = mu::Mutant::none;
+  if (row.hand_steps > 0 && row.shrunk_steps > 2 * row.hand_steps) row.ok = false;
+  return row;
+}
+
+void print_row(const mu::MutantInfo& info, const Row& row, bool json) {
+  const double ratio =
+      row.hand_steps > 0 && row.shrunk_steps > 0
+          ? static_cast<double>(row.shrunk_steps) / static_cast<double>(row.hand_steps)
+          : 0.0;
+  if (json) {
+    nlohmann::json j{{"mutant", info.name},
+                     {"killed", row.kill.has_value()},
+                     {"seconds", row.seconds},
+                     {"runs", row.runs},
+                     {"shrunk_steps", row.shrunk_steps},
+                     {"hand_steps", row.hand_steps},
+                     {"negative", row.negative}};
+    if (row.kill) {
+      j["seed"] = row.kill->spec.seed;
+      j["check"] = row.kill->result.check;
+      j["outcome"] = sim::outcome_name(row.kill->result.outcome);
+      j["signature"] = row.kill->result.signature().to_string();
+    }
+    std::cout << j.dump() << std::endl;
+    return;
+  }
+  std::printf(
+      "%-33s %-6s %8.3f %6s  %-18s %6zu %5zu %6.2f  %s\n", info.name, row.kill ? "yes" : "NO",
+      row.seconds, row.kill ? std::to_string(row.kill->spec.seed).c_str() : "-",
+      row.kill ? (row.kill->result.check + " (" + sim::outcome_name(row.kill->result.outcome) + ")")
+                     .c_str()
+               : "-",
+      row.shrunk_steps, row.hand_steps, ratio, row.negative.c_str());
+}
+#endif
+
+}  // namespace
+
+bool activate_mutant(const std::string& which, const sim::Scenario& s) {
+  if (which.empty()) return true;
+  const std::string name = which == "kills" ? s.kills : which;
+  if (name.empty()) {
+    std::fprintf(stderr, "cowstate: %s names no mutant (`kills NAME`)\n", s.file.c_str());
+    return false;
+  }
+  return activate_mutant_named(name);
+}
+
+bool activate_mutant_named(const std::string& name) {
+  if (name.empty()) return true;
+#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
+  const auto* info = find_mutant(name);
+  if (info == nullptr) {
+    std::string names;
+    for (const auto& m : mu::kCatalog) names += (names.empty() ? "" : ", ") + std::string(m.name);
+    std::fprintf(stderr, "cowstate: unknown mutant '%s' (the catalog: %s)\n", name.c_str(),
+                 names.c_str());
+    return false;
+  }
+  mu::active() = info->mutant;
+  return true;
+#else
+  std::fprintf(stderr, "cowstate: mutant '%s' needs a mutants build (cmake --preset mutants)\n",
+               name.c_str());
+  return false;
+#endif
+}
+
+void deactivate_mutants() {
+#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
+  mu::active() = mu::Mutant::none;
+#endif
+}
+
+std::string active_mutant_name() {
+#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
+  for (const auto& info : mu::kCatalog) {
+    if (info.mutant == mu::active()) return info.name;
+  }
+#endif
+  return "";
+}
+
+int run_kill_matrix(const KillMatrixOptions& o) {
+#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
+  bool ok = true;
+  std::map<std::string, sim::Scenario> negatives;
+  if (!o.negative_dir.empty()) negatives = negative_scenarios(o.negative_dir, &ok);
+  std::size_t killed = 0;
+  std::vector<double> kill_times;
+  if (!o.json) {
+    std::printf("%-33s %-6s %8s %6s  %-18s %6s %5s %6s  %s\n", "mutant", "killed", "time (s)",
+                "seed", "caught by", "shrunk", "hand", "ratio", "negative scenario");
+  }
+  for (const mu::MutantInfo& info : mu::kCatalog) {
+    const Row row = run_row(info, o, negatives);
+    ok = ok && row.ok;
+    if (row.kill) {
+      ++killed;
+      kill_times.push_back(row.seconds);
+    }
+    print_row(info, row, o.json);
+  }
+  const std::size_t total = std::size(mu::kCatalog);
+  std::sort(kill_times.begin(), kill_times.end());
+  if (!o.json) {
+    std::printf("killed %zu of %zu", killed, total);
+    if (!kill_times.empty()) {
+      std::printf("; median time to kill %.3f s, worst %.3f s", kill_times[kill_times.size() / 2],
+                  kill_times.back());
+    }
+    std::printf("\n");
+    if (!o.negative_dir.empty()) {
+      std::printf("negative scenarios (%s): %s; shrunk cases at most 2x the hand-minimized: %s\n",
+                  o.negative_dir.c_str(),
+                  ok ? "all fail under their mutant only" : "PROBLEMS above",
+                  ok ? "yes" : "see ratio column");
+    }
+  }
+  return killed == total && ok ? 0 : 1;
+#else
+  (void)o;
+  std::fprintf(stderr,
+               "cowstate mutants: this build has no mutants; configure with the `mutants` preset "
+               "(cmake --preset mutants)\n");
+  return kExitUsage;
+#endif
+}
+
+}  // namespace cowstate::cli

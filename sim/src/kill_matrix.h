@@ -1,0 +1,39 @@
+// The planted bugs from the CLI's side: switching one on for a run (`--mutant`), and the
+// kill matrix (`cowstate mutants`), which fuzzes every planted bug of the catalog
+// (impl/include/cowstate/hooks.h) and reports whether, how fast and by which check the
+// testbed killed it. Only a mutants build can switch a bug on; elsewhere each entry point
+// says so and the tool exits 2.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cowstate/sim/scenario.h"
+
+namespace cowstate::cli {
+
+// Switches on the planted bug `which` for one scenario: "" none, "kills" the one the
+// scenario names, else by name. False (after a message) when this build cannot.
+bool activate_mutant(const std::string& which, const sim::Scenario& s);
+// Switches on the planted bug `name` ("" none). False (after a message) when this build
+// cannot or the name is unknown.
+bool activate_mutant_named(const std::string& name);
+void deactivate_mutants();
+// The planted bug switched on now ("" when none, or not a mutants build).
+std::string active_mutant_name();
+
+struct KillMatrixOptions {
+  double seconds_per_mutant = 10;
+  std::uint32_t ops = 400;
+  bool json = false;
+  std::string negative_dir;  // hand-minimized negative scenarios to check and compare with
+  std::string out_dir;       // where each kill's shrunk scenario is written
+  double shrink_seconds = 10;
+};
+
+// Exit 0 when every mutant is killed (and, with a negative directory, every negative
+// scenario fails under its mutant only and no shrunk kill is over twice its size), else 1;
+// 2 in a build without mutants.
+int run_kill_matrix(const KillMatrixOptions& options);
+
+}  // namespace cowstate::cli
