@@ -1,4 +1,4 @@
-// The backend simulation (sim/src/backend_run.cc): determinism, what a campaign exercises,
+// The backend simulation (sim/src/backend/simulation.cc): determinism, what a campaign exercises,
 // recorded runs replayed as scenarios, shrinking a backend failure, and scenario runs.
 #include <catch2/catch.hpp>
 #include <fstream>

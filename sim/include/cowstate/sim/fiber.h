@@ -1,6 +1,6 @@
 // Fiber: a stackful coroutine for the deterministic scheduler, on Boost.Context.
 //
-// sim/src/fiber.cc holds the project's only Boost.Context include. Debian's Boost.Context
+// sim/src/core/fiber.cc holds the project's only Boost.Context include. Debian's Boost.Context
 // is fcontext-only and tells no sanitizer about stack switches, so this wrapper calls the
 // hooks itself: __sanitizer_start/finish_switch_fiber under ASan (so it tracks the fake
 // stacks and does not report the fiber stack as a stack overflow) and

@@ -6,7 +6,7 @@
 // -----------
 //   tests/isolation_test.cc   every mix over three seeds in the default suite (about 1 s
 //                             dev, 5 s asan; COWSTATE_ISOLATION_OPS=10000000 for a long run);
-//   sim/src/isolation_main.cc the `cowstate-isolation` demo (--seconds, --seed, --keys);
+//   sim/src/cli/isolation_main.cc the `cowstate-isolation` demo (--seconds, --seed, --keys);
 //   the real-thread stress test, which reuses the same step functions (leveldb's
 //   ConcurrentWithoutThreads / Concurrent pattern): the writer thread calls step(), and
 //   detach_snapshot() hands a frozen snapshot plus its expected image to a reader thread

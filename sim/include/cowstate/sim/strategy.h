@@ -1,6 +1,6 @@
 // Scheduling strategies: the oracle the scheduler asks which runnable task goes next.
 //
-// One strategy per file (sim/src/strategy_*.cc): random, PCT, bounded exhaustive and
+// One strategy per file (sim/src/core/strategy_*.cc): random, PCT, bounded exhaustive and
 // replay. A strategy sees only task ids and the step number, and draws any randomness from
 // its own Prng seeded from the run seed, so a (seed, strategy) pair names one schedule.
 #pragma once

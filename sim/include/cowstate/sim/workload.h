@@ -51,7 +51,7 @@ struct WorkloadOptions {
   bool operator==(const WorkloadOptions&) const = default;
 };
 
-// Which simulation a run is: one map (run.cc) or a keyed backend (backend_run.cc).
+// Which simulation a run is: one map (map/simulation.cc) or a keyed backend (backend/simulation.cc).
 enum class WorkloadKind : std::uint8_t { map, backend };
 
 // The backend workload: a KeyedStateBackend with one state of each kind (scenario.h's

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <system_error>
 
-#include "build_info.h"
+#include "core/build_info.h"
 
 namespace cowstate::cli {
 

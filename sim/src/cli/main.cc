@@ -26,17 +26,17 @@
 #include <string>
 #include <vector>
 
-#include "build_info.h"
-#include "cli_input.h"
-#include "cli_options.h"
+#include "core/build_info.h"
+#include "cli/cli_input.h"
+#include "cli/cli_options.h"
 #include "cowstate/sim/campaign.h"
 #include "cowstate/sim/explain.h"
 #include "cowstate/sim/explore.h"
 #include "cowstate/sim/run.h"
 #include "cowstate/sim/scenario.h"
 #include "cowstate/sim/shrink.h"
-#include "failure_pipeline.h"
-#include "kill_matrix.h"
+#include "core/failure_pipeline.h"
+#include "cli/kill_matrix.h"
 
 namespace {
 

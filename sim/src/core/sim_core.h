@@ -1,5 +1,5 @@
-// The scheduling half of a simulation, shared by the map simulation (run.cc) and the
-// backend simulation (backend_run.cc). Internal to sim/src.
+// The scheduling half of a simulation, shared by the map simulation (map/simulation.cc) and the
+// backend simulation (backend/simulation.cc). Internal to sim/src.
 //
 // A simulation is a set of tasks (fibers) on one thread. SimCore owns them and runs them:
 // under a strategy (run_strategy), as a fixed scenario's lines (run_fixed, then
@@ -353,7 +353,7 @@ inline SimCore*& current_sim() {
 // pointing at it; destroys it before restoring the previous assertion handler.
 RunResult run_simulation(std::unique_ptr<SimCore> sim);
 
-// The backend simulation (backend_run.cc).
+// The backend simulation (backend/simulation.cc).
 std::unique_ptr<SimCore> make_backend_simulation(const RunConfig& config, Strategy& strategy);
 
 }  // namespace cowstate::sim::detail

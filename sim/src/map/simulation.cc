@@ -21,7 +21,7 @@
 #include "cowstate/sim/fiber.h"
 #include "cowstate/sim/random.h"
 #include "cowstate/snapshot_io.h"
-#include "sim_core.h"
+#include "core/sim_core.h"
 
 namespace cowstate::sim {
 

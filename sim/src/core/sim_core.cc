@@ -1,5 +1,5 @@
 // The scheduling half of a simulation; see sim_core.h.
-#include "sim_core.h"
+#include "core/sim_core.h"
 
 namespace cowstate::sim::detail {
 

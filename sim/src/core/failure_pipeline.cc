@@ -1,5 +1,5 @@
 // The failure pipeline of the cowstate CLI; see failure_pipeline.h.
-#include "failure_pipeline.h"
+#include "core/failure_pipeline.h"
 
 #include <unistd.h>
 
@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "build_info.h"
+#include "core/build_info.h"
 #include "cowstate/assert.h"
 
 namespace cowstate::cli {

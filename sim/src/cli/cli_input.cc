@@ -1,5 +1,5 @@
 // Reading the CLI's input files; see cli_input.h.
-#include "cli_input.h"
+#include "cli/cli_input.h"
 
 #include <sys/stat.h>
 

@@ -1,5 +1,5 @@
 // The planted bugs from the CLI's side; see kill_matrix.h.
-#include "kill_matrix.h"
+#include "cli/kill_matrix.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -10,11 +10,11 @@
 #include <optional>
 #include <vector>
 
-#include "cli_input.h"
+#include "cli/cli_input.h"
 #include "cowstate/hooks.h"
 #include "cowstate/sim/campaign.h"
 #include "cowstate/sim/shrink.h"
-#include "failure_pipeline.h"
+#include "core/failure_pipeline.h"
 
 namespace cowstate::cli {
 

@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "cli_options.h"
+#include "cli/cli_options.h"
 #include "cowstate/sim/isolation.h"
 
 namespace {

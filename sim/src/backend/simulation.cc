@@ -81,7 +81,7 @@
 #include "cowstate/model/ttl_model.h"
 #include "cowstate/serializers.h"
 #include "cowstate/ttl.h"
-#include "sim_core.h"
+#include "core/sim_core.h"
 
 namespace cowstate::sim::detail {
 
