@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cowstate/sim/backend_options.h"
 #include "cowstate/sim/campaign.h"
 #include "cowstate/sim/explore.h"
 #include "cowstate/sim/run.h"
@@ -22,7 +23,7 @@ CaseSpec backend_case(std::uint64_t seed, const std::string& strategy, std::uint
   options.seed = seed;
   options.ops = ops;
   options.strategy = strategy;
-  options.workload = WorkloadKind::backend;
+  options.workload = find_workload("backend");
   return case_for_run(options, 0);
 }
 
@@ -172,7 +173,7 @@ TEST_CASE("backend runs with a TTL move the clock onto expiry instants and check
       const RunResult r = run_case(spec, true);
       INFO("seed " << seed << " " << strategy << ": " << r.check << ": " << r.message);
       REQUIRE(r.outcome == Outcome::pass);
-      if (spec.backend.ttl_ms == 0) {
+      if (options_of<BackendWorkloadOptions>(*spec.options).ttl_ms == 0) {
         CHECK_FALSE(traced(r, "clock advance"));
         continue;
       }
@@ -181,7 +182,10 @@ TEST_CASE("backend runs with a TTL move the clock onto expiry instants and check
       if (std::string(strategy) == "random") CHECK(traced(r, "clock advance"));
       // The last three operations drive cleanup over every entry of each TTL state.
       drained += traced(r, "writer cleanup s=attrs n=all") ? 1U : 0U;
-      full_snapshot += spec.backend.ttl_full_snapshot == 1 && traced(r, "complete:") ? 1U : 0U;
+      full_snapshot += options_of<BackendWorkloadOptions>(*spec.options).ttl_full_snapshot == 1 &&
+                               traced(r, "complete:")
+                           ? 1U
+                           : 0U;
       // The clock stopped exactly where a stored value expires (last access + ttl).
       on_instant += traced(r, "(an expiry instant)") ? 1U : 0U;
     }

@@ -251,6 +251,7 @@ rc::Gen<Scenario> gen_backend_scenario() {
   return rc::gen::exec([] {
     Scenario s;
     s.config.backend = true;
+    s.config.workload = "backend";
     s.config.fixed_schedule = *rc::gen::arbitrary<bool>();
     s.config.max_parallelism = *rc::gen::inRange<std::int32_t>(2, 1024);
     const auto first = *rc::gen::inRange<std::int32_t>(0, s.config.max_parallelism - 1);
@@ -614,12 +615,10 @@ TEST_CASE("a recorded fuzz run written as a scenario replays the same trace",
       campaign.ops = 120;
       campaign.strategy = strategy;
       const CaseSpec spec = case_for_run(campaign, 0);
-      RunConfig config;
-      config.seed = spec.seed;
-      config.workload = spec.workload;
+      RunConfig config = config_for_case(spec);
       config.record = true;
       config.keep_trace = true;
-      auto s = make_strategy(spec.strategy, spec.pct_depth, spec.workload.ops_max);
+      auto s = make_strategy(spec.strategy, spec.pct_depth, case_ops(spec));
       const RunResult recorded = run_once(config, *s);
       REQUIRE(recorded.outcome == Outcome::pass);
       const std::optional<Scenario> scenario = to_scenario(config, recorded);

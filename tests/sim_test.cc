@@ -8,6 +8,7 @@
 #include "cowstate/sim/campaign.h"
 #include "cowstate/sim/explore.h"
 #include "cowstate/sim/fiber.h"
+#include "cowstate/sim/map_options.h"
 #include "cowstate/sim/random.h"
 #include "cowstate/sim/run.h"
 #include "cowstate/sim/strategy.h"
@@ -85,18 +86,18 @@ TEST_CASE("fibers interleave, propagate exceptions and unwind when destroyed", "
 TEST_CASE("workload options print and parse back, and bad options name their column",
           "[sim][workload]") {
   for (std::uint64_t seed = 1; seed < 50; ++seed) {
-    const WorkloadOptions o = WorkloadOptions::swarm(seed, 123, 2);
+    const MapWorkloadOptions o = MapWorkloadOptions::swarm(seed, 123, 2);
     std::string error;
-    auto back = WorkloadOptions::parse(o.to_string(), &error);
+    auto back = MapWorkloadOptions::parse(o.to_string(), &error);
     REQUIRE(back.has_value());
     CHECK(*back == o);
   }
   std::string error;
-  CHECK_FALSE(WorkloadOptions::parse("keys=4 colour=blue", &error).has_value());
+  CHECK_FALSE(MapWorkloadOptions::parse("keys=4 colour=blue", &error).has_value());
   CHECK(error == "column 8: unknown option 'colour'");
-  CHECK_FALSE(WorkloadOptions::parse("keys=x", &error).has_value());
+  CHECK_FALSE(MapWorkloadOptions::parse("keys=x", &error).has_value());
   CHECK(error == "column 6: bad value for 'keys': 'x'");
-  CHECK_FALSE(WorkloadOptions::parse("keys=0", &error).has_value());
+  CHECK_FALSE(MapWorkloadOptions::parse("keys=0", &error).has_value());
   CHECK(error.find("out of range") != std::string::npos);
 }
 
@@ -104,7 +105,7 @@ TEST_CASE("the swarm switches operations off and varies capacities across seeds"
           "[sim][workload]") {
   std::size_t switched_off = 0, tiny = 0, capped = 0, identity = 0;
   for (std::uint64_t seed = 1; seed <= 200; ++seed) {
-    const WorkloadOptions o = WorkloadOptions::swarm(seed, 100, 1);
+    const MapWorkloadOptions o = MapWorkloadOptions::swarm(seed, 100, 1);
     for (auto w : o.weights) switched_off += w == 0;
     tiny += o.initial_capacity <= 2;
     capped += o.max_capacity <= 8;
@@ -178,9 +179,7 @@ TEST_CASE("the replay strategy reruns a recorded schedule exactly", "[sim][repla
   const CaseSpec spec = case_for_run(options, 0);
   const RunResult original = run_case(spec, true);
   auto replay = make_replay_strategy(original.schedule);
-  RunConfig config;
-  config.seed = spec.seed;
-  config.workload = spec.workload;
+  RunConfig config = config_for_case(spec);
   config.keep_trace = true;
   const RunResult again = run_once(config, *replay);
   CHECK(again.trace_hash == original.trace_hash);
@@ -234,7 +233,7 @@ TEST_CASE("case files round trip and bad ones name the line", "[sim][case]") {
   spec.seed = 99;
   spec.strategy = "pct";
   spec.pct_depth = 4;
-  spec.workload = WorkloadOptions::swarm(99, 50, 3);
+  spec.options = make_options(MapWorkloadOptions::swarm(99, 50, 3));
   spec.outcome = "failure";
   spec.check = "image";
   spec.trace_hash = 12345;
@@ -245,6 +244,7 @@ TEST_CASE("case files round trip and bad ones name the line", "[sim][case]") {
   CHECK(back->strategy == "pct");
   CHECK(back->pct_depth == 4);
   CHECK(back->workload == spec.workload);
+  CHECK(back->options->same_as(*spec.options));
   CHECK(back->check == "image");
   CHECK(back->trace_hash == 12345);
   CHECK_FALSE(parse_case("seed 1\nstrategy fast\n", "y.case", &error).has_value());
@@ -264,7 +264,7 @@ namespace {
 RunConfig small_config() {
   RunConfig config;
   config.seed = 5;
-  WorkloadOptions& w = config.workload;
+  MapWorkloadOptions w;
   w.ops_max = 12;
   w.keys = 2;
   w.namespaces = 1;
@@ -275,6 +275,8 @@ RunConfig small_config() {
   w.step_entries_max = 1;
   w.cancel_percent = 50;
   w.weights = {6, 0, 3, 0, 1, 0, 2, 0, 6, 0};
+  config.workload = &default_workload();
+  config.options = make_options(w);
   return config;
 }
 }  // namespace

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cowstate/hooks.h"
+#include "cowstate/sim/mutants.h"
 
 int main(int argc, char** argv) {
   namespace mu = cowstate::mutants;
@@ -22,8 +23,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--list-mutants") {
-      for (const mu::MutantInfo& m : mu::kCatalog) {
-        if (mu::is_ttl_mutant(m.mutant)) std::printf("%s\n", m.name);
+      for (const cowstate::sim::PlantedBug& m : cowstate::sim::kPlantedBugs) {
+        if (m.ttl) std::printf("%s\n", m.name());
       }
       return 0;
     }
@@ -34,19 +35,13 @@ int main(int argc, char** argv) {
         mu::active() = mu::Mutant::none;
         continue;
       }
-      bool found = false;
-      for (const mu::MutantInfo& m : mu::kCatalog) {
-        if (!mu::is_ttl_mutant(m.mutant)) continue;
-        if (name == m.name) {
-          mu::active() = m.mutant;
-          found = true;
-        }
-      }
-      if (!found) {
+      const mu::Mutant m = mu::mutant_named(name);
+      if (m == mu::Mutant::none || !cowstate::sim::planted_bug(m).ttl) {
         std::fprintf(stderr, "cowstate_ttl_mutant_tests: unknown TTL mutant \"%.*s\"\n",
                      static_cast<int>(name.size()), name.data());
         return 2;
       }
+      mu::active() = m;
       continue;
     }
     rest.push_back(argv[i]);

@@ -61,6 +61,8 @@
 //   L4       a stored list or map of a TTL state is empty
 //   L5       a full-snapshot-cleanup checkpoint holds other than its image less what was
 //            expired when written
+#include "backend/simulation.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -74,14 +76,15 @@
 #include <utility>
 #include <vector>
 
+#include "core/sim_core.h"
 #include "cowstate/checkpoint.h"
 #include "cowstate/checkpoint_storage.h"
 #include "cowstate/keyed_state_backend.h"
 #include "cowstate/model/backend_model.h"
 #include "cowstate/model/ttl_model.h"
 #include "cowstate/serializers.h"
+#include "cowstate/sim/backend_options.h"
 #include "cowstate/ttl.h"
-#include "core/sim_core.h"
 
 namespace cowstate::sim::detail {
 
@@ -310,7 +313,7 @@ class BackendSimulation final : public SimCore {
       cleanup = c.ttl_cleanup;
       key_switch = c.ttl_key_switch;
     } else {
-      const BackendWorkloadOptions& o = config.backend;
+      const BackendWorkloadOptions& o = options_of<BackendWorkloadOptions>(*config.options);
       if (o.ttl_ms == 0) return std::nullopt;
       t.ttl_ms = o.ttl_ms;
       t.update_type = o.ttl_update == 1 ? StateTtlConfig::UpdateType::on_read_and_write
@@ -330,7 +333,7 @@ class BackendSimulation final : public SimCore {
 
   // A scenario's workload: its backend and capacities; the rest comes from its lines.
   static BackendWorkloadOptions options_for(const RunConfig& config) {
-    if (config.scenario == nullptr) return config.backend;
+    if (config.scenario == nullptr) return options_of<BackendWorkloadOptions>(*config.options);
     const ScenarioConfig& c = config.scenario->config;
     BackendWorkloadOptions o;
     o.max_parallelism = static_cast<std::uint32_t>(c.max_parallelism);

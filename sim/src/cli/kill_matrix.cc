@@ -11,10 +11,12 @@
 #include <vector>
 
 #include "cli/cli_input.h"
+#include "core/failure_pipeline.h"
+#include "cowstate/assert.h"
 #include "cowstate/hooks.h"
 #include "cowstate/sim/campaign.h"
+#include "cowstate/sim/mutants.h"
 #include "cowstate/sim/shrink.h"
-#include "core/failure_pipeline.h"
 
 namespace cowstate::cli {
 
@@ -23,11 +25,9 @@ namespace {
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
 namespace mu = cowstate::mutants;
 
-const mu::MutantInfo* find_mutant(const std::string& name) {
-  for (const auto& info : mu::kCatalog) {
-    if (name == info.name) return &info;
-  }
-  return nullptr;
+const sim::PlantedBug* find_mutant(const std::string& name) {
+  const mu::Mutant m = mu::mutant_named(name);
+  return m == mu::Mutant::none ? nullptr : &sim::planted_bug(m);
 }
 
 // The hand-minimized negative scenarios of a directory, by the mutant each `kills`.
@@ -69,7 +69,7 @@ struct Row {
   bool ok = true;
 };
 
-Row run_row(const mu::MutantInfo& info, const KillMatrixOptions& o,
+Row run_row(const sim::PlantedBug& info, const KillMatrixOptions& o,
             const std::map<std::string, sim::Scenario>& negatives) {
   Row row;
   mu::active() = info.mutant;
@@ -79,9 +79,10 @@ Row run_row(const mu::MutantInfo& info, const KillMatrixOptions& o,
   campaign.ops = o.ops;
   campaign.deep_check_every = 1;
   // The backend's planted bugs are fuzzed with the backend workload, the map's with the map's.
-  if (mu::is_backend_mutant(info.mutant)) campaign.workload = sim::WorkloadKind::backend;
+  campaign.workload = sim::find_workload(info.workload);
+  COWSTATE_ASSERT(campaign.workload != nullptr, "REQUIRES", "a planted bug names a workload");
   // A crash names the mutant and the phase (fuzz, shrink, negative scenario) it came in.
-  const std::string under = std::string("under mutant ") + info.name;
+  const std::string under = std::string("under mutant ") + info.name();
   auto on_start = [&under](const CaseSpec& spec) {
     set_crash_hint("while fuzzing " + under + "; replay: " + replay_command(spec, ""));
   };
@@ -89,15 +90,15 @@ Row run_row(const mu::MutantInfo& info, const KillMatrixOptions& o,
   row.seconds = s.seconds;
   row.runs = s.runs;
   row.kill = s.first_failure;
-  if (row.kill) row.kill->spec.mutant = info.name;
+  if (row.kill) row.kill->spec.mutant = info.name();
   if (row.kill && o.shrink_seconds > 0) {
     set_crash_hint("while shrinking the kill " + under + " (" + replay_command(row.kill->spec, "") +
                    ")");
     const ShrinkRequest request{replay_command(row.kill->spec, ""),
                                 o.out_dir,
-                                std::string(info.name) + ".scenario",
+                                std::string(info.name()) + ".scenario",
                                 o.shrink_seconds,
-                                info.name,
+                                info.name(),
                                 false};
     if (auto shrunk = shrink_case(row.kill->spec, row.kill->result, request)) {
       row.shrunk_steps = shrunk->result.steps_after;
@@ -105,7 +106,7 @@ Row run_row(const mu::MutantInfo& info, const KillMatrixOptions& o,
   }
   // The negative scenario must fail (exit 1) under its mutant and pass without it.
   row.negative = o.negative_dir.empty() ? "-" : "MISSING";
-  auto it = negatives.find(info.name);
+  auto it = negatives.find(info.name());
   if (it != negatives.end()) {
     row.hand_steps = it->second.step_count();
     set_crash_hint("while replaying the negative scenario " + it->second.file + " " + under);
@@ -128,13 +129,13 @@ Row run_row(const mu::MutantInfo& info, const KillMatrixOptions& o,
   return row;
 }
 
-void print_row(const mu::MutantInfo& info, const Row& row, bool json) {
+void print_row(const sim::PlantedBug& info, const Row& row, bool json) {
   const double ratio =
       row.hand_steps > 0 && row.shrunk_steps > 0
           ? static_cast<double>(row.shrunk_steps) / static_cast<double>(row.hand_steps)
           : 0.0;
   if (json) {
-    nlohmann::json j{{"mutant", info.name},
+    nlohmann::json j{{"mutant", info.name()},
                      {"killed", row.kill.has_value()},
                      {"seconds", row.seconds},
                      {"runs", row.runs},
@@ -151,7 +152,7 @@ void print_row(const mu::MutantInfo& info, const Row& row, bool json) {
     return;
   }
   std::printf(
-      "%-33s %-6s %8.3f %6s  %-18s %6zu %5zu %6.2f  %s\n", info.name, row.kill ? "yes" : "NO",
+      "%-33s %-6s %8.3f %6s  %-18s %6zu %5zu %6.2f  %s\n", info.name(), row.kill ? "yes" : "NO",
       row.seconds, row.kill ? std::to_string(row.kill->spec.seed).c_str() : "-",
       row.kill ? (row.kill->result.check + " (" + sim::outcome_name(row.kill->result.outcome) + ")")
                      .c_str()
@@ -178,7 +179,7 @@ bool activate_mutant_named(const std::string& name) {
   const auto* info = find_mutant(name);
   if (info == nullptr) {
     std::string names;
-    for (const auto& m : mu::kCatalog) names += (names.empty() ? "" : ", ") + std::string(m.name);
+    for (const char* m : mu::kMutantNames) names += (names.empty() ? "" : ", ") + std::string(m);
     std::fprintf(stderr, "cowstate: unknown mutant '%s' (the catalog: %s)\n", name.c_str(),
                  names.c_str());
     return false;
@@ -200,9 +201,7 @@ void deactivate_mutants() {
 
 std::string active_mutant_name() {
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
-  for (const auto& info : mu::kCatalog) {
-    if (info.mutant == mu::active()) return info.name;
-  }
+  if (mu::active() != mu::Mutant::none) return mu::mutant_name(mu::active());
 #endif
   return "";
 }
@@ -218,7 +217,7 @@ int run_kill_matrix(const KillMatrixOptions& o) {
     std::printf("%-33s %-6s %8s %6s  %-18s %6s %5s %6s  %s\n", "mutant", "killed", "time (s)",
                 "seed", "caught by", "shrunk", "hand", "ratio", "negative scenario");
   }
-  for (const mu::MutantInfo& info : mu::kCatalog) {
+  for (const sim::PlantedBug& info : sim::kPlantedBugs) {
     const Row row = run_row(info, o, negatives);
     ok = ok && row.ok;
     if (row.kill) {
@@ -227,7 +226,7 @@ int run_kill_matrix(const KillMatrixOptions& o) {
     }
     print_row(info, row, o.json);
   }
-  const std::size_t total = std::size(mu::kCatalog);
+  const std::size_t total = std::size(sim::kPlantedBugs);
   std::sort(kill_times.begin(), kill_times.end());
   if (!o.json) {
     std::printf("killed %zu of %zu", killed, total);

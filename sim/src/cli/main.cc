@@ -26,17 +26,16 @@
 #include <string>
 #include <vector>
 
-#include "core/build_info.h"
 #include "cli/cli_input.h"
 #include "cli/cli_options.h"
+#include "cli/kill_matrix.h"
+#include "core/build_info.h"
+#include "core/failure_pipeline.h"
 #include "cowstate/sim/campaign.h"
-#include "cowstate/sim/explain.h"
 #include "cowstate/sim/explore.h"
 #include "cowstate/sim/run.h"
 #include "cowstate/sim/scenario.h"
 #include "cowstate/sim/shrink.h"
-#include "core/failure_pipeline.h"
-#include "cli/kill_matrix.h"
 
 namespace {
 
@@ -88,7 +87,7 @@ nlohmann::json campaign_json(const CampaignOptions& o) {
           {"ops", o.ops},
           {"strategy", o.strategy},
           {"pct_depth", o.pct_depth},
-          {"workload", o.workload == WorkloadKind::backend ? "backend" : "map"},
+          {"workload", o.workload->name()},
           {"deep_check_every", o.deep_check_every},
           {"max_failures", o.max_failures}};
 }
@@ -186,7 +185,12 @@ int cmd_fuzz(FuzzArgs a) {
   }
   if (a.runs_option->count() == 0) o.runs = o.time_seconds > 0 ? 0 : 100;
   if (a.keep_going && a.max_failures_option->count() == 0) o.max_failures = 0;
-  o.workload = a.workload == "backend" ? WorkloadKind::backend : WorkloadKind::map;
+  o.workload = find_workload(a.workload);
+  if (o.workload == nullptr) {
+    std::fprintf(stderr, "cowstate fuzz: --workload: expected %s, found '%s'\n",
+                 workload_names().c_str(), a.workload.c_str());
+    return kExitUsage;
+  }
   if (!cowstate::cli::activate_mutant_named(a.mutant)) return kExitUsage;
   nlohmann::json campaign = campaign_json(o);
   if (!a.mutant.empty()) campaign["mutant"] = a.mutant;
@@ -479,32 +483,29 @@ int cmd_explore(const ExploreArgs& a) {
 int cmd_explain(const std::string& file, const std::string& format, std::string out_dir) {
   auto s = cowstate::cli::load_scenario(file, "cowstate explain");
   if (!s) return kExitUsage;
-  if (s->config.backend) {
-    std::fprintf(stderr,
-                 "cowstate explain: %s is a backend scenario; explain draws one map's buckets and "
-                 "chains, so it narrates map scenarios only (run this one with `cowstate run "
-                 "--trace`)\n",
-                 file.c_str());
+  RunConfig config;
+  config.scenario = &*s;
+  Workload::Narration n;
+  std::string why_not;
+  if (!config.which().narrate(*s, format == "dot", &n, &why_not)) {
+    std::fprintf(stderr, "cowstate explain: %s is %s\n", file.c_str(), why_not.c_str());
     return kExitUsage;
   }
-  const Explanation e = explain_scenario(*s);
   if (format == "text") {
-    std::fputs(explain_text(e).c_str(), stdout);
-    return exit_code(e.result.outcome);
+    std::fputs(n.text.c_str(), stdout);
+    return exit_code(n.outcome);
   }
   if (out_dir.empty()) out_dir = "explain-" + std::filesystem::path(file).stem().string();
-  const std::vector<std::string> graphs = explain_dot(e);
-  for (std::size_t i = 0; i < graphs.size(); ++i) {
+  for (std::size_t i = 0; i < n.graphs.size(); ++i) {
     char name[32];
     std::snprintf(name, sizeof name, "step-%03zu.dot", i + 1);
-    if (cowstate::cli::write_file(out_dir, name, graphs[i]).empty()) return kExitUsage;
+    if (cowstate::cli::write_file(out_dir, name, n.graphs[i]).empty()) return kExitUsage;
   }
-  std::printf("wrote %zu graphs to %s/ (render: dot -Tsvg -O %s/*.dot)\n", graphs.size(),
+  std::printf("wrote %zu graphs to %s/ (render: dot -Tsvg -O %s/*.dot)\n", n.graphs.size(),
               out_dir.c_str(), out_dir.c_str());
-  std::printf("outcome: %s (exit %d)%s%s\n", outcome_name(e.result.outcome),
-              exit_code(e.result.outcome), e.result.check.empty() ? "" : " at check ",
-              e.result.check.c_str());
-  return exit_code(e.result.outcome);
+  std::printf("outcome: %s (exit %d)%s%s\n", outcome_name(n.outcome), exit_code(n.outcome),
+              n.check.empty() ? "" : " at check ", n.check.c_str());
+  return exit_code(n.outcome);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -551,9 +552,15 @@ void add_fuzz(CLI::App& app, FuzzArgs& a) {
               "JSON lines on stdout: a campaign header, one record per run, a summary");
   f->add_option("--out", a.out_dir, "directory for failing case files and shrunk scenarios")
       ->capture_default_str();
-  f->add_option("--workload", a.workload,
-                "map (one copy-on-write map) or backend (a keyed backend with checkpoints)")
-      ->check(CLI::IsMember({"map", "backend"}))
+  std::string workload_help;
+  std::vector<std::string> workload_list;
+  for (const Workload* w : workloads()) {
+    workload_list.emplace_back(w->name());
+    workload_help += (workload_help.empty() ? "" : "; ") + std::string(w->name()) + ": " +
+                     std::string(w->summary());
+  }
+  f->add_option("--workload", a.workload, "what the runs drive (" + workload_help + ")")
+      ->check(CLI::IsMember(workload_list))
       ->capture_default_str();
   seconds_option(f, "--shrink-seconds", a.shrink_seconds, 0, 86400,
                  "time to shrink each distinct failure (0: no shrink)");

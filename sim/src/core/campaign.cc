@@ -22,31 +22,22 @@ CaseSpec case_for_run(const CampaignOptions& options, std::uint64_t index) {
   spec.seed = options.seed + index;
   spec.strategy = options.strategy;
   spec.pct_depth = options.pct_depth;
-  spec.kind = options.workload;
-  if (spec.kind == WorkloadKind::backend) {
-    spec.backend = BackendWorkloadOptions::swarm(spec.seed, options.ops, options.deep_check_every);
-  } else {
-    spec.workload = WorkloadOptions::swarm(spec.seed, options.ops, options.deep_check_every);
-  }
+  spec.workload = options.workload;
+  spec.options = options.workload->swarm(spec.seed, options.ops, options.deep_check_every);
   return spec;
 }
 
 RunConfig config_for_case(const CaseSpec& spec) {
   RunConfig config;
   config.seed = spec.seed;
-  config.kind = spec.kind;
   config.workload = spec.workload;
-  config.backend = spec.backend;
+  config.options = spec.options;
   return config;
 }
 
-std::uint32_t case_ops(const CaseSpec& spec) {
-  return spec.kind == WorkloadKind::backend ? spec.backend.ops_max : spec.workload.ops_max;
-}
+std::uint32_t case_ops(const CaseSpec& spec) { return spec.options->ops_max(); }
 
-std::string case_options(const CaseSpec& spec) {
-  return spec.kind == WorkloadKind::backend ? spec.backend.to_string() : spec.workload.to_string();
-}
+std::string case_options(const CaseSpec& spec) { return spec.options->to_string(); }
 
 RunResult run_case(const CaseSpec& spec, bool keep_trace) {
   std::unique_ptr<Strategy> strategy = make_strategy(spec.strategy, spec.pct_depth, case_ops(spec));
@@ -118,7 +109,7 @@ std::string format_case(const CaseSpec& spec) {
   out << "seed " << spec.seed << "\n"
       << "strategy " << spec.strategy << "\n"
       << "pct_depth " << spec.pct_depth << "\n";
-  if (spec.kind == WorkloadKind::backend) out << "workload backend\n";
+  out << "workload " << spec.workload->name() << "\n";
   out << "options " << case_options(spec) << "\n"
       << "outcome " << spec.outcome << "\n"
       << "check " << (spec.check.empty() ? "-" : spec.check) << "\n"
@@ -162,20 +153,16 @@ std::optional<CaseSpec> parse_case(const std::string& text, const std::string& f
       spec.pct_depth = static_cast<std::uint32_t>(n);
     } else if (key == "workload") {
       if (have_options) return fail("expected the workload line before the options line");
-      if (value != "map" && value != "backend")
-        return fail("expected workload map or backend, found '" + value + "'");
-      spec.kind = value == "backend" ? WorkloadKind::backend : WorkloadKind::map;
+      const Workload* w = find_workload(value);
+      if (w == nullptr) {
+        return fail("expected workload " + workload_names() + ", found '" + value + "'");
+      }
+      spec.workload = w;
     } else if (key == "options") {
       std::string why;
-      if (spec.kind == WorkloadKind::backend) {
-        auto w = BackendWorkloadOptions::parse(value, &why);
-        if (!w) return fail("options: " + why);
-        spec.backend = *w;
-      } else {
-        auto w = WorkloadOptions::parse(value, &why);
-        if (!w) return fail("options: " + why);
-        spec.workload = *w;
-      }
+      std::unique_ptr<WorkloadOptions> o = spec.workload->parse_options(value, &why);
+      if (o == nullptr) return fail("options: " + why);
+      spec.options = std::move(o);
       have_options = true;
     } else if (key == "outcome") {
       spec.outcome = value;

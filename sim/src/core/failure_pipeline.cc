@@ -87,13 +87,11 @@ void crash_if_asked(const char* phase) {
 
 std::string replay_command(const CaseSpec& spec, const std::string& case_file) {
   if (!case_file.empty()) return invoked_as() + " replay " + pasteable(case_file);
-  const std::uint32_t deep = spec.kind == sim::WorkloadKind::backend
-                                 ? spec.backend.deep_check_every
-                                 : spec.workload.deep_check_every;
+  const std::uint32_t deep = spec.options->deep_check_every();
   std::string cmd = invoked_as() + " fuzz --seed " + std::to_string(spec.seed) +
                     " --runs 1 --ops " + std::to_string(sim::case_ops(spec)) + " --strategy " +
                     spec.strategy + " --deep-check-every " + std::to_string(deep);
-  if (spec.kind == sim::WorkloadKind::backend) cmd += " --workload backend";
+  cmd += " --workload " + std::string(spec.workload->name());
   if (spec.strategy == "pct") cmd += " --pct-depth " + std::to_string(spec.pct_depth);
   if (!spec.mutant.empty()) cmd += " --mutant " + spec.mutant;
   return cmd;
@@ -231,7 +229,7 @@ nlohmann::json run_json(const FinishedRun& run, const std::string& campaign_id) 
                    {"run", run.index},
                    {"seed", run.spec.seed},
                    {"strategy", run.spec.strategy},
-                   {"workload", run.spec.kind == sim::WorkloadKind::backend ? "backend" : "map"},
+                   {"workload", run.spec.workload->name()},
                    {"outcome", outcome_name(r.outcome)},
                    {"exit_code", exit_code(r.outcome)},
                    {"check", r.check},

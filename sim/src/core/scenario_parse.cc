@@ -261,13 +261,12 @@ class Parser {
       next();
       const Token name = want_word("a mutant name");
       if (!scenario_.kills.empty()) fail(name, "one `kills` per scenario", "a second one");
-      bool known = false;
-      std::string names;
-      for (const auto& m : mutants::kCatalog) {
-        known = known || name.text == m.name;
-        names += (names.empty() ? "" : ", ") + std::string(m.name);
+      if (mutants::mutant_named(name.text) == mutants::Mutant::none) {
+        std::string names;
+        for (const char* m : mutants::kMutantNames)
+          names += (names.empty() ? "" : ", ") + std::string(m);
+        fail(name, "a mutant of the catalog (" + names + ")");
       }
-      if (!known) fail(name, "a mutant of the catalog (" + names + ")");
       scenario_.kills = name.text;
     } else if (first.text == "expect" && !is_task_line()) {
       next();
@@ -380,6 +379,7 @@ class Parser {
         const Token v = want_word("'map' or 'backend'");
         if (v.text != "map" && v.text != "backend") fail(v, "'map' or 'backend'");
         c.backend = v.text == "backend";
+        c.workload = v.text;
       } else if (key.text == "max_parallelism") {
         c.max_parallelism = static_cast<std::int32_t>(
             positive("a max parallelism (a positive number)", kMaxParallelism));

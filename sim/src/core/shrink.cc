@@ -29,37 +29,11 @@ RunResult run_scenario(const Scenario& scenario, bool keep_trace,
 std::optional<Scenario> to_scenario(const RunConfig& config, const RunResult& recorded) {
   if (recorded.tasks.empty()) return std::nullopt;  // setup failed before the first task
   Scenario s;
-  if (config.scenario != nullptr) s.config = config.scenario->config;
-  s.config.initial_capacity = config.workload.initial_capacity;
-  s.config.min_capacity = config.workload.min_capacity;
-  s.config.max_capacity = config.workload.max_capacity;
-  s.config.identity_hash = config.workload.identity_hash;
-  if (config.scenario == nullptr && config.kind == WorkloadKind::backend) {
-    const BackendWorkloadOptions& b = config.backend;
-    s.config.backend = true;
-    s.config.initial_capacity = b.initial_capacity;
-    s.config.min_capacity = b.min_capacity;
-    s.config.max_capacity = b.max_capacity;
-    s.config.identity_hash = false;
-    s.config.max_parallelism = static_cast<std::int32_t>(b.max_parallelism);
-    s.config.key_groups = {static_cast<std::int32_t>(b.key_group_first),
-                           static_cast<std::int32_t>(b.key_group_last)};
-    s.config.ttl_ms = b.ttl_ms;
-    if (b.ttl_ms != 0) {
-      s.config.ttl_read_refresh = b.ttl_update == 1;
-      s.config.ttl_return_expired = b.ttl_visibility == 1;
-      s.config.ttl_cleanup = b.ttl_cleanup;
-      s.config.ttl_key_switch = b.ttl_key_switch == 1;
-      s.config.ttl_full_snapshot = b.ttl_full_snapshot == 1;
-    }
-  }
   if (config.scenario != nullptr) {
-    const ScenarioConfig& c = config.scenario->config;
-    s.config.initial_capacity = c.initial_capacity;
-    s.config.min_capacity = c.min_capacity;
-    s.config.max_capacity = c.max_capacity;
-    s.config.identity_hash = c.identity_hash;
+    s.config = config.scenario->config;
     s.kills = config.scenario->kills;
+  } else {
+    config.workload->write_config(*config.options, &s.config);
   }
   s.config.fixed_schedule = true;
   for (const StepRecord& step : recorded.steps) {

@@ -1,6 +1,8 @@
 // The scheduling half of a simulation; see sim_core.h.
 #include "core/sim_core.h"
 
+#include "cowstate/sim/workload.h"
+
 namespace cowstate::sim::detail {
 
 void SimCore::resume(Task& t) {
@@ -233,3 +235,22 @@ RunResult run_simulation(std::unique_ptr<SimCore> sim) {
 }
 
 }  // namespace cowstate::sim::detail
+
+namespace cowstate::sim {
+
+const Workload& RunConfig::which() const {
+  if (scenario != nullptr) {
+    const Workload* w = find_workload(scenario->config.workload.str());
+    COWSTATE_ASSERT(w != nullptr, "REQUIRES", "a scenario names a registered workload");
+    return *w;
+  }
+  COWSTATE_ASSERT(workload != nullptr && options != nullptr, "REQUIRES",
+                  "a generated run has a workload and its options");
+  return *workload;
+}
+
+RunResult run_once(const RunConfig& config, Strategy& strategy) {
+  return detail::run_simulation(config.which().make_simulation(config, strategy));
+}
+
+}  // namespace cowstate::sim

@@ -353,7 +353,4 @@ inline SimCore*& current_sim() {
 // pointing at it; destroys it before restoring the previous assertion handler.
 RunResult run_simulation(std::unique_ptr<SimCore> sim);
 
-// The backend simulation (backend/simulation.cc).
-std::unique_ptr<SimCore> make_backend_simulation(const RunConfig& config, Strategy& strategy);
-
 }  // namespace cowstate::sim::detail

@@ -1,5 +1,5 @@
 // One simulation run; see run.h for the tasks and the checks.
-#include "cowstate/sim/run.h"
+#include "map/simulation.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/sim_core.h"
 #include "cowstate/assert.h"
 #include "cowstate/cow_state_map.h"
 #include "cowstate/cow_state_map_access.h"
@@ -19,9 +20,10 @@
 #include "cowstate/model/versioned_map.h"
 #include "cowstate/serializers.h"
 #include "cowstate/sim/fiber.h"
+#include "cowstate/sim/map_options.h"
 #include "cowstate/sim/random.h"
+#include "cowstate/sim/run.h"
 #include "cowstate/snapshot_io.h"
-#include "core/sim_core.h"
 
 namespace cowstate::sim {
 
@@ -130,9 +132,9 @@ class Simulation final : public detail::SimCore {
   }
 
   // A scenario's workload: its capacities and hash; everything else comes from its lines.
-  static WorkloadOptions options_for(const RunConfig& config) {
-    if (config.scenario == nullptr) return config.workload;
-    WorkloadOptions o;
+  static MapWorkloadOptions options_for(const RunConfig& config) {
+    if (config.scenario == nullptr) return options_of<MapWorkloadOptions>(*config.options);
+    MapWorkloadOptions o;
     o.identity_hash = config.scenario->config.identity_hash;
     return detail::scenario_options(*config.scenario, o);
   }
@@ -217,7 +219,7 @@ class Simulation final : public detail::SimCore {
   Placement placement() const;
   MapLayout layout() const;
 
-  WorkloadOptions opts_;
+  MapWorkloadOptions opts_;
   std::unique_ptr<Map> map_;
   std::unique_ptr<Model> model_;
   std::vector<std::unique_ptr<SnapshotRecord>> snapshots_;
@@ -969,11 +971,8 @@ void Simulation::start() {
 
 }  // namespace
 
-RunResult run_once(const RunConfig& config, Strategy& strategy) {
-  const bool backend = config.scenario != nullptr ? config.scenario->config.backend
-                                                  : config.kind == WorkloadKind::backend;
-  if (backend) return detail::run_simulation(detail::make_backend_simulation(config, strategy));
-  return detail::run_simulation(std::make_unique<Simulation>(config, strategy));
+std::unique_ptr<detail::SimCore> make_map_simulation(const RunConfig& config, Strategy& strategy) {
+  return std::make_unique<Simulation>(config, strategy);
 }
 
 }  // namespace cowstate::sim

@@ -28,8 +28,8 @@ struct CampaignOptions {
   std::uint32_t shard_index = 0;
   std::uint32_t shard_count = 1;
   std::uint32_t deep_check_every = 1;
-  std::uint64_t max_failures = 1;             // stop after this many failing runs; 0: never
-  WorkloadKind workload = WorkloadKind::map;  // which simulation every run is
+  std::uint64_t max_failures = 1;                  // stop after this many failing runs; 0: never
+  const Workload* workload = &default_workload();  // which simulation every run is
 };
 
 // Everything needed to rerun one run exactly.
@@ -37,9 +37,8 @@ struct CaseSpec {
   std::uint64_t seed = 1;
   std::string strategy = "random";
   std::uint32_t pct_depth = 3;
-  WorkloadKind kind = WorkloadKind::map;
-  WorkloadOptions workload;        // kind map
-  BackendWorkloadOptions backend;  // kind backend
+  const Workload* workload = &default_workload();
+  std::shared_ptr<const WorkloadOptions> options;  // made by `workload`
   // What the recorded run did and which build ran it (for `replay` to confirm that it
   // reproduced): a trace hash of 0 is unknown (a case written by hand).
   std::string outcome;

@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -86,18 +87,21 @@ struct StepView {
 
 struct RunConfig {
   std::uint64_t seed = 1;
-  WorkloadKind kind = WorkloadKind::map;  // generated runs: which simulation
-  WorkloadOptions workload;               // kind map
-  BackendWorkloadOptions backend;         // kind backend
-  std::uint64_t step_bound = 0;           // 0: derived from workload.ops_max
-  bool keep_trace = false;                // keep every trace line (otherwise only the tail)
+  // Generated runs: which simulation, with which options (made by that workload). Scenario
+  // runs take both from the scenario's config instead.
+  const Workload* workload = nullptr;
+  std::shared_ptr<const WorkloadOptions> options;
+  std::uint64_t step_bound = 0;  // 0: derived from the options' ops_max
+  bool keep_trace = false;       // keep every trace line (otherwise only the tail)
   std::size_t trace_tail = 24;
-  // Runs this scenario's steps instead of generated ones (see scenario.h); workload
-  // capacities and hash come from its config, and `config workload=backend` makes it a
-  // backend run (kind is ignored). Not owned.
+  // Runs this scenario's steps instead of generated ones (see scenario.h); the workload and
+  // its capacities come from its config (`config workload=NAME`). Not owned.
   const Scenario* scenario = nullptr;
   bool record = false;  // record every task's actions and every step (for to_scenario)
-  std::function<void(const StepView&)> on_step;  // sees every step with the map's layout
+  std::function<void(const StepView&)> on_step;  // sees every step (the map: with its layout)
+
+  // The workload this run is: the scenario's, or `workload`.
+  const Workload& which() const;
 };
 
 // What a task did, for turning a run into a scenario.

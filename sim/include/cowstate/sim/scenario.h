@@ -273,8 +273,10 @@ struct ScenarioConfig {
   std::uint64_t seed = 1;           // free schedules: the strategy's seed
   std::string strategy = "random";  // free schedules: random or pct
   std::uint32_t pct_depth = 3;
-  // workload=backend: a keyed backend instead of one map (capacities apply to its maps)
-  bool backend = false;
+  // workload=NAME (cowstate/sim/workload.h): which simulation runs the scenario; backend: a
+  // keyed backend instead of one map (capacities apply to its maps)
+  Name workload = "map";
+  bool backend = false;  // workload == "backend": the backend settings below apply
   std::int32_t max_parallelism = 8;
   GroupRange key_groups{0, 7};  // the backend's own range
   // ttl=MS: the count, events and attrs states have a TTL of MS on a logical clock that a

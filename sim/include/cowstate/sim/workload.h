@@ -1,96 +1,153 @@
-// Workload options: what the writer does, how big the map is, how snapshots come and go.
+// A workload: what one simulation drives and checks (after TigerBeetle's VOPR, which takes
+// its state machine as a parameter). The scheduler, strategies, campaigns, the shrinker,
+// the failure pipeline and the command line know workloads only through this interface;
+// a new workload is a folder of sim/src and one line of the registry
+// (sim/src/core/registry.cc), or a register_workload() call for one that only a test
+// binary has.
 //
-// `swarm(seed)` draws a per-seed mix (swarm testing, Groce et al.): some operations are
-// switched off entirely, key spaces, hot keys, capacities (tiny ones keep a rehash in
-// flight; a small maximum forces chains longer than the table), value sizes and snapshot
-// cadence vary. Options print as one `key=value` line before the first step and parse back
-// from it, so a failing case file carries its exact workload.
+// Built in:
+//   map       one CowStateMap, its snapshots serialized and restored (sim/src/map/)
+//   backend   a KeyedStateBackend with checkpoints on disk, faults and rescaling restores
+//             (sim/src/backend/)
+//
+// A workload gives:
+//   - its options for generated runs: a per-seed mix (swarm), printed as one key=value line
+//     before the first step and parsed back from case files (WorkloadOptions);
+//   - its simulation: the tasks, the checks after every step, the expectations, the state
+//     digest for exploration (a detail::SimCore subclass);
+//   - what a recorded generated run says in its scenario's `config` line;
+//   - its narrator for `cowstate explain` (the map's so far).
+//
+// Thread safety: the registry is filled before any run starts (built-ins at first use,
+// tests in main) and read-only afterwards; a Workload is stateless.
 #pragma once
 
-#include <array>
 #include <cstdint>
-#include <optional>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
-#include "cowstate/sim/scenario.h"
+#include "cowstate/sim/failure.h"
 
 namespace cowstate::sim {
 
-// The writer's operations are the first kOpCount scenario actions (scenario.h), so a
-// generated operation is written down as a scenario step unchanged.
-using Op = ActionKind;
-inline constexpr std::size_t kOpCount = 10;
-static_assert(static_cast<std::size_t>(ActionKind::visit) + 1 == kOpCount);
-inline const char* op_name(Op op) noexcept { return action_name(op); }
+struct RunConfig;
+struct Scenario;
+struct ScenarioConfig;
+class Strategy;
+namespace detail {
+class SimCore;
+}
 
-struct WorkloadOptions {
-  std::uint32_t ops_max = 400;  // writer operations per run
-  std::array<std::uint32_t, kOpCount> weights = {30, 5, 12, 4, 15, 4, 10, 6, 5, 2};
-  std::uint32_t keys = 16;             // key space [0, keys)
-  std::uint32_t namespaces = 2;        // namespaces [0, namespaces)
-  std::uint32_t hot_keys = 0;          // the first hot_keys keys are hot ...
-  std::uint32_t hot_percent = 0;       // ... and take this share of operations
-  std::uint32_t initial_capacity = 4;  // map capacities (powers of two after rounding)
-  std::uint32_t min_capacity = 4;
-  std::uint32_t max_capacity = 1u << 30;
-  bool identity_hash = false;       // bucket = (key + ns) mod capacity: collisions on demand
-  std::uint32_t value_len_max = 3;  // states are vectors of 0..value_len_max int64
-  std::uint32_t live_snapshots_max = 3;
-  std::uint32_t step_entries_max = 4;  // serializer step budget in entries
-  std::uint32_t cancel_percent = 10;   // chance the releaser cancels a snapshot when it runs
-  std::uint32_t deep_check_every = 1;  // check_invariants() and full compares; 0 = never
-
-  // A per-seed mix; ops_max and deep_check_every are left as given.
-  static WorkloadOptions swarm(std::uint64_t seed, std::uint32_t ops_max,
-                               std::uint32_t deep_check_every);
-
-  std::string to_string() const;
-  // Parses what to_string() prints; unknown keys or bad numbers are an error in *error.
-  static std::optional<WorkloadOptions> parse(std::string_view line, std::string* error);
-  bool operator==(const WorkloadOptions&) const = default;
+// The options of one workload's generated runs, whatever the workload.
+class WorkloadOptions {
+ public:
+  virtual ~WorkloadOptions() = default;
+  virtual std::uint32_t ops_max() const = 0;           // writer operations per run
+  virtual std::uint32_t deep_check_every() const = 0;  // 0: never
+  // One `key=value ...` line; parse_options() of the same workload reads it back.
+  virtual std::string to_string() const = 0;
+  virtual std::unique_ptr<WorkloadOptions> clone() const = 0;
+  virtual bool same_as(const WorkloadOptions& other) const = 0;
 };
 
-// Which simulation a run is: one map (map/simulation.cc) or a keyed backend (backend/simulation.cc).
-enum class WorkloadKind : std::uint8_t { map, backend };
+// Options of type O (a plain struct with ops_max, deep_check_every, to_string() and ==)
+// behind the WorkloadOptions interface; options_of<O>() reads them back.
+template <class O>
+class TypedOptions final : public WorkloadOptions {
+ public:
+  explicit TypedOptions(O options) : options_(std::move(options)) {}
+  std::uint32_t ops_max() const override { return options_.ops_max; }
+  std::uint32_t deep_check_every() const override { return options_.deep_check_every; }
+  std::string to_string() const override { return options_.to_string(); }
+  std::unique_ptr<WorkloadOptions> clone() const override {
+    return std::make_unique<TypedOptions>(options_);
+  }
+  bool same_as(const WorkloadOptions& other) const override {
+    const auto* o = dynamic_cast<const TypedOptions*>(&other);
+    return o != nullptr && o->options_ == options_;
+  }
+  const O& get() const noexcept { return options_; }
 
-// The backend workload: a KeyedStateBackend with one state of each kind (scenario.h's
-// backend_states()), keys switching across key groups, checkpoints written through real
-// checkpoint storage, cancels and injected I/O errors.
-struct BackendWorkloadOptions {
-  std::uint32_t ops_max = 300;  // writer operations per run
-  // value, list, map, reducing, aggregating, checkpoint
-  std::array<std::uint32_t, 6> weights = {12, 12, 12, 8, 8, 4};
-  std::uint32_t keys = 32;       // key space [0, keys), filtered to the backend's range
-  std::uint32_t namespaces = 3;  // namespaces [0, namespaces)
-  std::uint32_t max_parallelism = 8;
-  std::uint32_t key_group_first = 0;  // the backend's range
-  std::uint32_t key_group_last = 7;
-  std::uint32_t initial_capacity = 4;  // of every state map
-  std::uint32_t min_capacity = 4;
-  std::uint32_t max_capacity = 1u << 30;
-  std::uint32_t live_checkpoints_max = 2;
-  std::uint32_t step_entries_max = 4;  // serializer step budget in entries
-  std::uint32_t cancel_percent = 10;   // chance the releaser cancels a checkpoint
-  std::uint32_t fault_percent = 10;    // chance a serializer arms an I/O error first
-  std::uint32_t fault_within = 12;     // ... at one of the next N file operations
-  std::uint32_t deep_check_every = 1;  // full compares with the model; 0 = never
-  // State TTL of the count, events and attrs states (ScenarioConfig has the same settings);
-  // ttl_ms 0 = none. With a TTL a clock task advances logical time, often landing exactly
-  // on a stored value's expiry instant, and the writer sometimes drives cleanup by hand.
-  std::uint32_t ttl_ms = 0;
-  std::uint32_t ttl_update = 0;         // 1: OnReadAndWrite
-  std::uint32_t ttl_visibility = 0;     // 1: ReturnExpiredIfNotCleanedUp
-  std::uint32_t ttl_cleanup = 5;        // incremental cleanup size; 0 = none
-  std::uint32_t ttl_key_switch = 0;     // 1: incremental cleanup on every key switch
-  std::uint32_t ttl_full_snapshot = 0;  // 1: full-snapshot cleanup
-
-  // A per-seed mix; ops_max and deep_check_every are left as given.
-  static BackendWorkloadOptions swarm(std::uint64_t seed, std::uint32_t ops_max,
-                                      std::uint32_t deep_check_every);
-  std::string to_string() const;
-  static std::optional<BackendWorkloadOptions> parse(std::string_view line, std::string* error);
-  bool operator==(const BackendWorkloadOptions&) const = default;
+ private:
+  O options_;
 };
+
+// `options` behind the interface, as RunConfig and CaseSpec hold them.
+template <class O>
+std::shared_ptr<const WorkloadOptions> make_options(O options) {
+  return std::make_shared<const TypedOptions<O>>(std::move(options));
+}
+
+// The O inside `options`. REQUIRES: it holds an O (the workload that made it reads it).
+template <class O>
+const O& options_of(const WorkloadOptions& options) {
+  return dynamic_cast<const TypedOptions<O>&>(options).get();
+}
+
+class Workload {
+ public:
+  virtual ~Workload() = default;
+  // As written after --workload and in `config workload=NAME`.
+  virtual std::string_view name() const = 0;
+  // One line for --help.
+  virtual std::string_view summary() const = 0;
+
+  // A per-seed mix of options (swarm testing); ops_max and deep_check_every as given.
+  virtual std::unique_ptr<WorkloadOptions> swarm(std::uint64_t seed, std::uint32_t ops_max,
+                                                 std::uint32_t deep_check_every) const = 0;
+  // What to_string() printed; nullptr with *error saying where and what otherwise.
+  virtual std::unique_ptr<WorkloadOptions> parse_options(std::string_view line,
+                                                         std::string* error) const = 0;
+
+  // One simulation of `config`: generated from config.options, or config.scenario's lines.
+  virtual std::unique_ptr<detail::SimCore> make_simulation(const RunConfig& config,
+                                                           Strategy& strategy) const = 0;
+  // The scenario `config` settings a generated run with `options` needs to replay as a
+  // scenario (capacities, the hash, key groups, TTL).
+  virtual void write_config(const WorkloadOptions& options, ScenarioConfig* config) const = 0;
+
+  // `cowstate explain`: runs a scenario of this workload once and narrates it, as text or
+  // as one Graphviz graph per step. False when the workload has no narrator; then
+  // `why_not` says so.
+  struct Narration {
+    std::string text;                 // the text format
+    std::vector<std::string> graphs;  // the dot format, one per step
+    Outcome outcome = Outcome::pass;
+    std::string check;
+  };
+  virtual bool narrate(const Scenario& scenario, bool dot, Narration* out,
+                       std::string* why_not) const = 0;
+};
+
+// A workload whose options are an O with O::swarm(seed, ops_max, deep_check_every) and
+// O::parse(line, error) -> std::optional<O>: the options half written once.
+template <class O>
+class WorkloadWithOptions : public Workload {
+ public:
+  std::unique_ptr<WorkloadOptions> swarm(std::uint64_t seed, std::uint32_t ops_max,
+                                         std::uint32_t deep_check_every) const final {
+    return std::make_unique<TypedOptions<O>>(O::swarm(seed, ops_max, deep_check_every));
+  }
+  std::unique_ptr<WorkloadOptions> parse_options(std::string_view line,
+                                                 std::string* error) const final {
+    auto o = O::parse(line, error);
+    if (!o) return nullptr;
+    return std::make_unique<TypedOptions<O>>(std::move(*o));
+  }
+};
+
+// Every workload, built-in ones first, in registration order.
+const std::vector<const Workload*>& workloads();
+// The workload named `name`, or nullptr.
+const Workload* find_workload(std::string_view name);
+// The map workload, the default of `fuzz` and of scenarios.
+const Workload& default_workload();
+// Adds a workload (a test binary's own). REQUIRES: no run has started; a new name.
+void register_workload(const Workload& workload);
+// "map, backend": the names, for messages.
+std::string workload_names();
 
 }  // namespace cowstate::sim

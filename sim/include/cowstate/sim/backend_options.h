@@ -1,0 +1,51 @@
+// The backend workload's options (sim/src/backend/): a KeyedStateBackend with one state of
+// each kind, keys switching across key groups, checkpoints through real checkpoint storage,
+// cancels, injected I/O errors, and (on half of the seeds) state TTL on a logical clock.
+// Printed as one `key=value` line and parsed back, as the map workload's are.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace cowstate::sim {
+
+struct BackendWorkloadOptions {
+  std::uint32_t ops_max = 300;  // writer operations per run
+  // value, list, map, reducing, aggregating, checkpoint
+  std::array<std::uint32_t, 6> weights = {12, 12, 12, 8, 8, 4};
+  std::uint32_t keys = 32;       // key space [0, keys), filtered to the backend's range
+  std::uint32_t namespaces = 3;  // namespaces [0, namespaces)
+  std::uint32_t max_parallelism = 8;
+  std::uint32_t key_group_first = 0;  // the backend's range
+  std::uint32_t key_group_last = 7;
+  std::uint32_t initial_capacity = 4;  // of every state map
+  std::uint32_t min_capacity = 4;
+  std::uint32_t max_capacity = 1u << 30;
+  std::uint32_t live_checkpoints_max = 2;
+  std::uint32_t step_entries_max = 4;  // serializer step budget in entries
+  std::uint32_t cancel_percent = 10;   // chance the releaser cancels a checkpoint
+  std::uint32_t fault_percent = 10;    // chance a serializer arms an I/O error first
+  std::uint32_t fault_within = 12;     // ... at one of the next N file operations
+  std::uint32_t deep_check_every = 1;  // full compares with the model; 0 = never
+  // State TTL of the count, events and attrs states (ScenarioConfig has the same settings);
+  // ttl_ms 0 = none. With a TTL a clock task advances logical time, often landing exactly
+  // on a stored value's expiry instant, and the writer sometimes drives cleanup by hand.
+  std::uint32_t ttl_ms = 0;
+  std::uint32_t ttl_update = 0;         // 1: OnReadAndWrite
+  std::uint32_t ttl_visibility = 0;     // 1: ReturnExpiredIfNotCleanedUp
+  std::uint32_t ttl_cleanup = 5;        // incremental cleanup size; 0 = none
+  std::uint32_t ttl_key_switch = 0;     // 1: incremental cleanup on every key switch
+  std::uint32_t ttl_full_snapshot = 0;  // 1: full-snapshot cleanup
+
+  // A per-seed mix; ops_max and deep_check_every are left as given.
+  static BackendWorkloadOptions swarm(std::uint64_t seed, std::uint32_t ops_max,
+                                      std::uint32_t deep_check_every);
+  std::string to_string() const;
+  static std::optional<BackendWorkloadOptions> parse(std::string_view line, std::string* error);
+  bool operator==(const BackendWorkloadOptions&) const = default;
+};
+
+}  // namespace cowstate::sim

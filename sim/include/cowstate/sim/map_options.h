@@ -1,0 +1,55 @@
+// The map workload's options (sim/src/map/): what the writer does to one CowStateMap, how
+// big the map is, how snapshots come and go.
+//
+// `swarm(seed)` draws a per-seed mix (swarm testing, Groce et al.): some operations are
+// switched off entirely, key spaces, hot keys, capacities (tiny ones keep a rehash in
+// flight; a small maximum forces chains longer than the table), value sizes and snapshot
+// cadence vary. Options print as one `key=value` line before the first step and parse back
+// from it, so a failing case file carries its exact workload.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "cowstate/sim/scenario.h"
+
+namespace cowstate::sim {
+
+// The writer's operations are the first kOpCount scenario actions (scenario.h), so a
+// generated operation is written down as a scenario step unchanged.
+using Op = ActionKind;
+inline constexpr std::size_t kOpCount = 10;
+static_assert(static_cast<std::size_t>(ActionKind::visit) + 1 == kOpCount);
+inline const char* op_name(Op op) noexcept { return action_name(op); }
+
+struct MapWorkloadOptions {
+  std::uint32_t ops_max = 400;  // writer operations per run
+  std::array<std::uint32_t, kOpCount> weights = {30, 5, 12, 4, 15, 4, 10, 6, 5, 2};
+  std::uint32_t keys = 16;             // key space [0, keys)
+  std::uint32_t namespaces = 2;        // namespaces [0, namespaces)
+  std::uint32_t hot_keys = 0;          // the first hot_keys keys are hot ...
+  std::uint32_t hot_percent = 0;       // ... and take this share of operations
+  std::uint32_t initial_capacity = 4;  // map capacities (powers of two after rounding)
+  std::uint32_t min_capacity = 4;
+  std::uint32_t max_capacity = 1u << 30;
+  bool identity_hash = false;       // bucket = (key + ns) mod capacity: collisions on demand
+  std::uint32_t value_len_max = 3;  // states are vectors of 0..value_len_max int64
+  std::uint32_t live_snapshots_max = 3;
+  std::uint32_t step_entries_max = 4;  // serializer step budget in entries
+  std::uint32_t cancel_percent = 10;   // chance the releaser cancels a snapshot when it runs
+  std::uint32_t deep_check_every = 1;  // check_invariants() and full compares; 0 = never
+
+  // A per-seed mix; ops_max and deep_check_every are left as given.
+  static MapWorkloadOptions swarm(std::uint64_t seed, std::uint32_t ops_max,
+                                  std::uint32_t deep_check_every);
+
+  std::string to_string() const;
+  // Parses what to_string() prints; unknown keys or bad numbers are an error in *error.
+  static std::optional<MapWorkloadOptions> parse(std::string_view line, std::string* error);
+  bool operator==(const MapWorkloadOptions&) const = default;
+};
+
+}  // namespace cowstate::sim

@@ -1,0 +1,78 @@
+// The catalog of planted bugs from the simulator's side: what each bug of
+// impl/include/cowstate/hooks.h does, which workload's campaigns must kill it (`cowstate
+// mutants` fuzzes it with that workload), and whether it is a TTL bug (the [ttl] unit tests
+// must kill those too: scripts/ttl-mutants). Header-only, so a test binary that links only
+// impl can read it.
+#pragma once
+
+#include <cstddef>
+#include <iterator>
+
+#include "cowstate/hooks.h"
+
+namespace cowstate::sim {
+
+struct PlantedBug {
+  mutants::Mutant mutant;
+  const char* workload;  // the workload whose campaigns kill it
+  bool ttl;              // a state TTL bug
+  const char* description;
+  const char* name() const noexcept { return mutants::mutant_name(mutant); }
+};
+
+inline constexpr PlantedBug kPlantedBugs[] = {
+    {mutants::Mutant::skip_chain_prefix_copy, "map", false,
+     "a write into a shared chain mutates it in place"},
+    {mutants::Mutant::entry_version_le, "map", false, "<= for < in the entry-version check"},
+    {mutants::Mutant::state_version_le, "map", false, "<= for < in the state-version check"},
+    {mutants::Mutant::no_version_bump_at_snapshot, "map", false,
+     "snapshot start does not advance the map version"},
+    {mutants::Mutant::h_min_on_release, "map", false,
+     "highest required version recomputed as the minimum on release"},
+    {mutants::Mutant::no_copy_in_rehash, "map", false,
+     "rehash migration relinks shared entries in place"},
+    {mutants::Mutant::shared_state_mutable, "map", false,
+     "get_mutable hands out a shared state without a copy"},
+    {mutants::Mutant::free_retired_early, "map", false,
+     "retired memory freed while an older snapshot is live"},
+    {mutants::Mutant::snapshot_array_capacity_only, "map", false,
+     "snapshot array sized by capacity only"},
+    {mutants::Mutant::writer_drops_chain_tail, "map", false,
+     "the snapshot writer drops the last entry of a chain"},
+    {mutants::Mutant::reader_drops_last_entry, "map", false,
+     "the reader drops the last entry of a map"},
+    {mutants::Mutant::restore_global_state_ids, "backend", false,
+     "restore maps state ids globally instead of per checkpoint"},
+    {mutants::Mutant::snapshot_not_released_on_failure, "backend", false,
+     "a key group's map snapshot is not released when the async phase fails or is cancelled"},
+    {mutants::Mutant::key_group_wrong_hash, "backend", false,
+     "key group computed from the raw key hash instead of the murmur-mixed one"},
+    {mutants::Mutant::restore_keeps_out_of_range, "backend", false,
+     "restore keeps key groups outside its range"},
+    {mutants::Mutant::commit_ignores_cancel, "backend", false,
+     "a checkpoint whose cancel was accepted before its commit is published all the same"},
+    {mutants::Mutant::ttl_boundary_lt, "backend", true,
+     "< for <= in the TTL expiry check: the boundary instant is still live"},
+    {mutants::Mutant::ttl_cleanup_in_place, "backend", true,
+     "TTL cleanup filters a stored list in place, which a snapshot may share"},
+    {mutants::Mutant::ttl_full_snapshot_at_start, "backend", true,
+     "full-snapshot TTL cleanup judged at snapshot start instead of write time"},
+    {mutants::Mutant::ttl_read_no_refresh, "backend", true,
+     "OnReadAndWrite reads do not refresh the last-access time"},
+    {mutants::Mutant::ttl_empty_list_kept, "backend", true,
+     "TTL cleanup keeps an entry whose list or map has no live element left"},
+};
+constexpr bool in_enum_order() noexcept {
+  for (std::size_t i = 0; i < std::size(kPlantedBugs); ++i) {
+    if (kPlantedBugs[i].mutant != static_cast<mutants::Mutant>(i + 1)) return false;
+  }
+  return std::size(kPlantedBugs) == mutants::kMutantCount;
+}
+static_assert(in_enum_order(), "every planted bug of hooks.h has its entry, in enum order");
+
+// The entry of a planted bug. REQUIRES: m != none.
+constexpr const PlantedBug& planted_bug(mutants::Mutant m) noexcept {
+  return kPlantedBugs[static_cast<std::size_t>(m) - 1];
+}
+
+}  // namespace cowstate::sim

@@ -1,0 +1,58 @@
+// The backend workload: a KeyedStateBackend with checkpoints on disk (backend/simulation.cc),
+// generated from BackendWorkloadOptions (cowstate/sim/backend_options.h).
+#include "backend/workload.h"
+
+#include "backend/simulation.h"
+#include "cowstate/sim/backend_options.h"
+#include "cowstate/sim/run.h"
+
+namespace cowstate::sim {
+
+namespace {
+
+class BackendWorkload final : public WorkloadWithOptions<BackendWorkloadOptions> {
+ public:
+  std::string_view name() const override { return "backend"; }
+  std::string_view summary() const override {
+    return "a keyed backend with checkpoints on disk, faults and rescaling restores";
+  }
+  std::unique_ptr<detail::SimCore> make_simulation(const RunConfig& config,
+                                                   Strategy& strategy) const override {
+    return detail::make_backend_simulation(config, strategy);
+  }
+  void write_config(const WorkloadOptions& options, ScenarioConfig* config) const override {
+    const BackendWorkloadOptions& b = options_of<BackendWorkloadOptions>(options);
+    config->workload = name();
+    config->backend = true;
+    config->initial_capacity = b.initial_capacity;
+    config->min_capacity = b.min_capacity;
+    config->max_capacity = b.max_capacity;
+    config->identity_hash = false;
+    config->max_parallelism = static_cast<std::int32_t>(b.max_parallelism);
+    config->key_groups = {static_cast<std::int32_t>(b.key_group_first),
+                          static_cast<std::int32_t>(b.key_group_last)};
+    config->ttl_ms = b.ttl_ms;
+    if (b.ttl_ms != 0) {
+      config->ttl_read_refresh = b.ttl_update == 1;
+      config->ttl_return_expired = b.ttl_visibility == 1;
+      config->ttl_cleanup = b.ttl_cleanup;
+      config->ttl_key_switch = b.ttl_key_switch == 1;
+      config->ttl_full_snapshot = b.ttl_full_snapshot == 1;
+    }
+  }
+  bool narrate(const Scenario&, bool, Narration*, std::string* why_not) const override {
+    *why_not =
+        "a backend scenario; explain draws one map's buckets and chains, so it narrates map "
+        "scenarios only (run this one with `cowstate run --trace`)";
+    return false;
+  }
+};
+
+}  // namespace
+
+const Workload& backend_workload() {
+  static const BackendWorkload w;
+  return w;
+}
+
+}  // namespace cowstate::sim

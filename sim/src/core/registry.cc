@@ -1,0 +1,48 @@
+// The registry of workloads: the one place that lists them (cowstate/sim/workload.h).
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/workload.h"
+#include "cowstate/assert.h"
+#include "cowstate/sim/workload.h"
+#include "map/workload.h"
+
+namespace cowstate::sim {
+
+namespace {
+
+std::vector<const Workload*>& registry() {
+  static std::vector<const Workload*> all = {
+      &map_workload(),
+      &backend_workload(),
+  };
+  return all;
+}
+
+}  // namespace
+
+const std::vector<const Workload*>& workloads() { return registry(); }
+
+const Workload* find_workload(std::string_view name) {
+  for (const Workload* w : registry()) {
+    if (w->name() == name) return w;
+  }
+  return nullptr;
+}
+
+const Workload& default_workload() { return map_workload(); }
+
+void register_workload(const Workload& workload) {
+  COWSTATE_ASSERT(find_workload(workload.name()) == nullptr, "REQUIRES",
+                  "a workload name is registered once");
+  registry().push_back(&workload);
+}
+
+std::string workload_names() {
+  std::string out;
+  for (const Workload* w : registry()) out += (out.empty() ? "" : ", ") + std::string(w->name());
+  return out;
+}
+
+}  // namespace cowstate::sim

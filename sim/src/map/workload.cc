@@ -1,0 +1,50 @@
+// The map workload: one CowStateMap and its snapshots (map/simulation.cc), generated from
+// MapWorkloadOptions (cowstate/sim/map_options.h).
+#include "map/workload.h"
+
+#include "cowstate/sim/explain.h"
+#include "cowstate/sim/map_options.h"
+#include "cowstate/sim/run.h"
+#include "map/simulation.h"
+
+namespace cowstate::sim {
+
+namespace {
+
+class MapWorkload final : public WorkloadWithOptions<MapWorkloadOptions> {
+ public:
+  std::string_view name() const override { return "map"; }
+  std::string_view summary() const override { return "one copy-on-write map"; }
+  std::unique_ptr<detail::SimCore> make_simulation(const RunConfig& config,
+                                                   Strategy& strategy) const override {
+    return make_map_simulation(config, strategy);
+  }
+  void write_config(const WorkloadOptions& options, ScenarioConfig* config) const override {
+    const MapWorkloadOptions& o = options_of<MapWorkloadOptions>(options);
+    config->workload = name();
+    config->initial_capacity = o.initial_capacity;
+    config->min_capacity = o.min_capacity;
+    config->max_capacity = o.max_capacity;
+    config->identity_hash = o.identity_hash;
+  }
+  bool narrate(const Scenario& scenario, bool dot, Narration* out, std::string*) const override {
+    const Explanation e = explain_scenario(scenario);
+    if (dot) {
+      out->graphs = explain_dot(e);
+    } else {
+      out->text = explain_text(e);
+    }
+    out->outcome = e.result.outcome;
+    out->check = e.result.check;
+    return true;
+  }
+};
+
+}  // namespace
+
+const Workload& map_workload() {
+  static const MapWorkload w;
+  return w;
+}
+
+}  // namespace cowstate::sim
