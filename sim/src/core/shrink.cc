@@ -317,11 +317,16 @@ class Shrinker {
         }
       }
     }
-    // Keys: rename every use of key K to a smaller unused one, all lines at once.
+    // Keys: rename every use of key K to a smaller one that no step and no expectation uses,
+    // all lines at once (renaming to a used key would merge two keys into one).
     std::set<std::uint64_t> keys;
     for (const ScenarioItem& item : best_.items) {
       if (const auto* l = std::get_if<StepLine>(&item)) {
         if (is_keyed(l->action.kind)) keys.insert(l->action.entry.first);
+      } else if (const Expectation* e = expectation_of(item)) {
+        for (const auto& [k, v] : e->image) keys.insert(k.first);
+        for (const EntryKey& k : e->copied_entries) keys.insert(k.first);
+        for (const EntryKey& k : e->copied_states) keys.insert(k.first);
       }
     }
     for (std::uint64_t k : std::vector<std::uint64_t>(keys.rbegin(), keys.rend())) {
