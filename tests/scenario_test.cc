@@ -225,7 +225,7 @@ rc::Gen<Scenario> gen_scenario() {
             break;
           case ActionKind::visit:
             a.budget = *rc::gen::arbitrary<std::uint32_t>();
-            a.salt = *rc::gen::arbitrary<std::uint64_t>();
+            a.extras.set().salt = *rc::gen::arbitrary<std::uint64_t>();
             break;
           default:
             a.entry = key();
@@ -307,13 +307,13 @@ rc::Gen<Scenario> gen_backend_scenario() {
       } else if (what == 2 && !checkpoints.empty()) {
         a.kind = ActionKind::restore;
         a.snapshot = *rc::gen::elementOf(checkpoints);
-        a.into = range();
+        a.extras.set().into = range();
         const GroupRange second = range();
         // A split's two ranges are apart (the parser refuses overlapping ones).
         if (*rc::gen::arbitrary<bool>() &&
-            (second.first > a.into.last || second.last < a.into.first)) {
-          a.also = second;
-          a.merge_back = *rc::gen::arbitrary<bool>();
+            (second.first > a.extras.get().into.last || second.last < a.extras.get().into.first)) {
+          a.extras.set().also = second;
+          a.extras.set().merge_back = *rc::gen::arbitrary<bool>();
         }
       } else if (what == 3 && !checkpoints.empty()) {
         l.task = *rc::gen::elementOf(checkpoints);
@@ -363,7 +363,7 @@ rc::Gen<Scenario> gen_backend_scenario() {
           a.x = small();
           a.value = {small()};
         } else if (a.op == StateOp::merge) {
-          a.sources = *rc::gen::container<std::vector<std::int32_t>>(
+          a.extras.set().sources = *rc::gen::container<std::vector<std::int32_t>>(
               *rc::gen::inRange<std::size_t>(0, 3), rc::gen::arbitrary<std::int32_t>());
         }
       }
@@ -418,15 +418,16 @@ expect latest none
   CHECK(put.op == StateOp::put);
   CHECK(put.x == 1);
   CHECK(put.value == StateValue{-10});
-  CHECK(std::get<StepLine>(s.items[2]).action.sources == std::vector<std::int32_t>{1, 2});
+  CHECK(std::get<StepLine>(s.items[2]).action.extras.get().sources ==
+        std::vector<std::int32_t>{1, 2});
   const auto& fault = std::get<StepLine>(s.items[4]);
   CHECK(fault.task == "c1");
   CHECK(fault.action.kind == ActionKind::fail);
   CHECK(fault.action.budget == 3);
   const auto& restore = std::get<StepLine>(s.items[7]).action;
-  CHECK(restore.into == GroupRange{2, 7});
-  CHECK(restore.also == GroupRange{8, 13});
-  CHECK(restore.merge_back);
+  CHECK(restore.extras.get().into == GroupRange{2, 7});
+  CHECK(restore.extras.get().also == GroupRange{8, 13});
+  CHECK(restore.extras.get().merge_back);
   const auto& e = *expectation_of(s.items[8]);
   CHECK(e.state == "avg");
   CHECK(e.into == GroupRange{8, 13});

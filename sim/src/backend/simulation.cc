@@ -670,7 +670,7 @@ Action BackendSimulation::generate(Prng& rng) {
       break;
     case StateOp::merge:
       for (std::uint64_t i = 1 + rng.below(2); i > 0; --i) {
-        a.sources.push_back(static_cast<Ns>(rng.below(opts_.namespaces)));
+        a.extras.set().sources.push_back(static_cast<Ns>(rng.below(opts_.namespaces)));
       }
       break;
     case StateOp::clear:
@@ -805,8 +805,8 @@ void BackendSimulation::state_operation(const Action& a) {
           mismatch(model::to_text(sb.events->get()), model::to_text(v));
           return;
         case StateOp::merge:
-          model_merge(m, k, n, a.sources, concat);
-          sb.events->merge_namespaces(n, a.sources);
+          model_merge(m, k, n, a.extras.get().sources, concat);
+          sb.events->merge_namespaces(n, a.extras.get().sources);
           return;
         default:
           m.remove(k, n);
@@ -860,8 +860,8 @@ void BackendSimulation::state_operation(const Action& a) {
                    text(cur != nullptr ? std::optional<std::int64_t>((*cur)[0]) : std::nullopt));
           return;
         case StateOp::merge:
-          model_merge(m, k, n, a.sources, add);
-          sb.sum->merge_namespaces(n, a.sources);
+          model_merge(m, k, n, a.extras.get().sources, add);
+          sb.sum->merge_namespaces(n, a.extras.get().sources);
           return;
         default:
           m.remove(k, n);
@@ -886,8 +886,8 @@ void BackendSimulation::state_operation(const Action& a) {
           return;
         }
         case StateOp::merge:
-          model_merge(m, k, n, a.sources, merge);
-          sb.avg->merge_namespaces(n, a.sources);
+          model_merge(m, k, n, a.extras.get().sources, merge);
+          sb.avg->merge_namespaces(n, a.extras.get().sources);
           return;
         default:
           m.remove(k, n);
@@ -1561,18 +1561,19 @@ void BackendSimulation::scripted_restore(const Action& a) {
                             (rec == nullptr || !rec->finished ? "has not finished" : "failed") +
                             "); only a complete one restores");
   }
-  for (const GroupRange& r : {a.into, a.also}) {
+  for (const GroupRange& r : {a.extras.get().into, a.extras.get().also}) {
     COWSTATE_ASSERT(r.empty() || r.last < max_parallelism_, "REQUIRES",
                     "the parser refuses key groups beyond max parallelism");
   }
   auto bytes = storage_->read(rec->id);
   expect(bytes.ok(), "restore",
          rec->name + " does not read back: " + scrub(bytes.status().message()));
-  const KeyGroupRange ra(a.into.first, a.into.last);
-  const KeyGroupRange rb =
-      a.also.empty() ? KeyGroupRange() : KeyGroupRange(a.also.first, a.also.last);
+  const KeyGroupRange ra(a.extras.get().into.first, a.extras.get().into.last);
+  const KeyGroupRange rb = a.extras.get().also.empty()
+                               ? KeyGroupRange()
+                               : KeyGroupRange(a.extras.get().also.first, a.extras.get().also.last);
   yields_enabled_ = false;
-  round_trip(rec->expected, *bytes, rec->name, ra, rb, a.merge_back);
+  round_trip(rec->expected, *bytes, rec->name, ra, rb, a.extras.get().merge_back);
   yields_enabled_ = true;
 }
 

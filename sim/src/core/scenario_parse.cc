@@ -842,23 +842,26 @@ class Parser {
       }
       a.snapshot = name.text;
       want_keyword("into");
-      a.into = target_range("a key-group range FIRST-LAST");
+      a.extras.set().into = target_range("a key-group range FIRST-LAST");
       if (peek().kind == Tok::word && peek().text == "and") {
         next();
         const Token second = peek();
-        a.also = target_range("a second key-group range FIRST-LAST");
-        if (a.also.first <= a.into.last && a.into.first <= a.also.last) {
+        ActionExtras& ranges = a.extras.set();
+        ranges.also = target_range("a second key-group range FIRST-LAST");
+        const GroupRange& into = ranges.into;
+        const GroupRange& also = ranges.also;
+        if (also.first <= into.last && into.first <= also.last) {
           fail(second,
-               "a second range apart from the first (" + std::to_string(a.into.first) + "-" +
-                   std::to_string(a.into.last) +
+               "a second range apart from the first (" + std::to_string(into.first) + "-" +
+                   std::to_string(into.last) +
                    "): the two backends of a split own "
                    "distinct key groups",
-               "'" + std::to_string(a.also.first) + "-" + std::to_string(a.also.last) + "'");
+               "'" + std::to_string(also.first) + "-" + std::to_string(also.last) + "'");
         }
         if (peek().kind == Tok::word && peek().text == "then") {
           next();
           want_keyword("merge");
-          a.merge_back = true;
+          a.extras.set().merge_back = true;
         }
       }
       return;
@@ -916,7 +919,7 @@ class Parser {
         if (a.kind == ActionKind::map_state) a.x = number<std::int64_t>("a user key (a number)");
         return;
       case StateOp::merge:
-        a.sources = namespace_list();
+        a.extras.set().sources = namespace_list();
         return;
       case StateOp::clear:
         return;
@@ -1009,7 +1012,7 @@ class Parser {
         assignment("budget");
         a.budget = number<std::uint32_t>("a number of buckets");
         assignment("salt");
-        a.salt = number<std::uint64_t>("a number");
+        a.extras.set().salt = number<std::uint64_t>("a number");
         return;
       default:
         return;

@@ -81,7 +81,7 @@ std::string state_action_text(const Action& a) {
       if (a.kind == ActionKind::map_state) out += " " + std::to_string(a.x);
       break;
     case StateOp::merge:
-      out += " " + namespaces_text(a.sources);
+      out += " " + namespaces_text(a.extras.get().sources);
       break;
     case StateOp::clear:
       break;
@@ -182,7 +182,7 @@ std::string print_action(const StepLine& line) {
       out += " " + a.snapshot;
       break;
     case ActionKind::visit:
-      out += " budget=" + std::to_string(a.budget) + " salt=" + std::to_string(a.salt);
+      out += " budget=" + std::to_string(a.budget) + " salt=" + std::to_string(a.extras.get().salt);
       break;
     case ActionKind::step:
       out += a.budget == 0 ? std::string(" all") : " " + std::to_string(a.budget);
@@ -200,9 +200,9 @@ std::string print_action(const StepLine& line) {
       out += " " + a.snapshot;
       break;
     case ActionKind::restore:
-      out += " " + a.snapshot + " into " + range_text(a.into);
-      if (!a.also.empty()) out += " and " + range_text(a.also);
-      if (a.merge_back) out += " then merge";
+      out += " " + a.snapshot + " into " + range_text(a.extras.get().into);
+      if (!a.extras.get().also.empty()) out += " and " + range_text(a.extras.get().also);
+      if (a.extras.get().merge_back) out += " then merge";
       break;
     case ActionKind::fail:
       out += " at write " + std::to_string(a.budget);

@@ -164,8 +164,8 @@ std::uint64_t cost(const Scenario& s) {
     pauses += l->pause.empty() ? 0U : 1U;
     const Action& a = l->action;
     data +=
-        64 * a.value.size() + mag(a.x) + a.entry.first + mag(a.entry.second) + a.budget + a.salt +
-        static_cast<std::uint64_t>(a.mutation) +
+        64 * a.value.size() + mag(a.x) + a.entry.first + mag(a.entry.second) + a.budget +
+        a.extras.get().salt + static_cast<std::uint64_t>(a.mutation) +
         (a.kind == ActionKind::put_and_get_old || a.kind == ActionKind::remove_and_get_old ? 1U
                                                                                            : 0U);
     for (std::int64_t v : a.value) data += mag(v);
@@ -471,7 +471,8 @@ class Shrinker {
         variant([](Action& b) { b.value.clear(); });
         variant([](Action& b) { b.value.resize(std::min<std::size_t>(b.value.size(), 1)); });
       }
-      if (a.sources.size() > 1) variant([](Action& b) { b.sources.resize(1); });
+      if (a.extras.get().sources.size() > 1)
+        variant([](Action& b) { b.extras.set().sources.resize(1); });
       return out;
     }
     if (is_keyed(a.kind)) variant([](Action& b) { b.entry.second = 0; });
@@ -494,7 +495,7 @@ class Shrinker {
     if (a.kind == ActionKind::step) variant([](Action& b) { b.budget = 0; });
     if (a.kind == ActionKind::visit) {
       variant([](Action& b) { b.budget = 1; });
-      variant([](Action& b) { b.salt = 0; });
+      variant([](Action& b) { b.extras.set().salt = 0; });
     }
     if (a.kind == ActionKind::put_and_get_old) variant([](Action& b) { b.kind = ActionKind::put; });
     if (a.kind == ActionKind::remove_and_get_old) {

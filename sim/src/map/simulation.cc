@@ -263,7 +263,7 @@ Action Simulation::generate(Prng& rng) {
       break;
     case Op::visit:
       a.budget = static_cast<std::uint32_t>(1 + rng.below(6));
-      a.salt = rng.below(7);
+      a.extras.set().salt = rng.below(7);
       break;
     default:
       break;
@@ -406,7 +406,7 @@ void Simulation::execute(const Action& a) {
       break;
     case ActionKind::visit: {
       const std::size_t budget = a.budget;
-      const std::uint64_t salt = a.salt;
+      const std::uint64_t salt = a.extras.get().salt;
       trace("writer visit " + std::to_string(budget) + " salt " + std::to_string(salt));
       std::vector<std::pair<std::pair<Key, Ns>, std::optional<State>>> decisions;
       map_->visit_incremental(visit_cursor_, budget,

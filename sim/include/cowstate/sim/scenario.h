@@ -171,21 +171,56 @@ bool is_ttl_state(const std::string& name);
 // states), written in brackets even with one element.
 bool has_sequence_values(const std::string& name);
 
+// What only a few actions carry: visit's salt, restore's ranges, merge's sources.
+struct ActionExtras {
+  std::uint64_t salt = 0;             // visit: which entries the visitor replaces or removes
+  GroupRange into, also;              // restore: one target range, or two (a split)
+  bool merge_back = false;            // restore: then merge the two halves' checkpoints
+  std::vector<std::int32_t> sources;  // merge: the source namespaces
+  bool operator==(const ActionExtras&) const = default;
+};
+
+// A T that most values leave at its default, kept on the heap only when set: one pointer wide
+// otherwise. Copies deeply; compares as T (an unset value equals a default T).
+template <class T>
+class Sparse {
+ public:
+  Sparse() = default;
+  Sparse(const Sparse& o) : p_(o.p_ ? std::make_unique<T>(*o.p_) : nullptr) {}
+  Sparse(Sparse&&) noexcept = default;
+  Sparse& operator=(const Sparse& o) {
+    if (this != &o) p_ = o.p_ ? std::make_unique<T>(*o.p_) : nullptr;
+    return *this;
+  }
+  Sparse& operator=(Sparse&&) noexcept = default;
+  ~Sparse() = default;
+  const T& get() const noexcept { return p_ ? *p_ : default_value(); }
+  T& set() {  // the value to change, allocated on first use
+    if (!p_) p_ = std::make_unique<T>();
+    return *p_;
+  }
+  friend bool operator==(const Sparse& a, const Sparse& b) { return a.get() == b.get(); }
+
+ private:
+  static const T& default_value() noexcept {
+    static const T value{};
+    return value;
+  }
+  std::unique_ptr<T> p_;
+};
+
 struct Action {
   // Small fields first: a scenario holds one Action per step line.
   ActionKind kind = ActionKind::get;
   Mutation mutation = Mutation::append;  // get_mutable
   StateOp op = StateOp::get;             // backend state actions
-  bool merge_back = false;               // restore: then merge the two halves' checkpoints
   std::uint32_t budget = 0;  // visit: buckets; step: entries, 0 = all that are left; cleanup
   EntryKey entry{0, 0};      // keyed writer operations
   std::int64_t x = 0;        // get_mutable, transform (append x); advance: ms
-  std::uint64_t salt = 0;    // visit: which entries the visitor replaces or removes
   Name snapshot;             // snapshot, cancel, keep, release; checkpoint, restore
   Name state;                // backend state actions: the state's name
-  GroupRange into, also;     // restore: one target range, or two (a split)
   StateValue value;          // put, put_and_get_old; backend: values and list elements
-  std::vector<std::int32_t> sources;  // merge: the source namespaces
+  Sparse<ActionExtras> extras;
   bool operator==(const Action&) const = default;
 };
 
