@@ -305,3 +305,61 @@ TEST_CASE("bounded exhaustive exploration covers the space and dedup prunes equi
   CHECK(serial.complete);
   CHECK(serial.schedules < deduped.schedules);
 }
+
+namespace {
+// The shards 0..count-1 of one split exploration, their counts added up.
+ExploreResult explore_shards(const ExploreOptions& options, std::uint32_t count) {
+  ExploreResult sum;
+  sum.complete = true;
+  for (std::uint32_t index = 0; index < count; ++index) {
+    ExploreOptions shard = options;
+    shard.shard_index = index;
+    shard.shard_count = count;
+    const ExploreResult r = explore(small_config(), shard);
+    sum.schedules += r.schedules;
+    sum.pruned += r.pruned;
+    sum.steps += r.steps;
+    sum.complete = sum.complete && r.complete;
+    sum.subtrees_total = r.subtrees_total;
+    for (const ExploredSubtree& t : r.subtrees) {
+      CHECK(t.index % count == index);
+      sum.subtrees.push_back(t);
+    }
+  }
+  return sum;
+}
+}  // namespace
+
+TEST_CASE("the shards of a split exploration add up to the unsharded run with that split",
+          "[sim][explore]") {
+  ExploreOptions split;
+  split.preemption_bound = 2;
+  split.max_schedules = 20000;
+  split.split_depth = 2;
+  const ExploreResult whole = explore(small_config(), split);
+  REQUIRE(whole.complete);
+  REQUIRE(whole.subtrees_total > 3);
+  CHECK(whole.subtrees.size() == whole.subtrees_total);
+  CHECK(whole.discovery_runs == 0);
+  for (const std::uint32_t count : {2u, 3u, 7u}) {
+    INFO(count << " shards");
+    const ExploreResult sum = explore_shards(split, count);
+    CHECK(sum.complete);
+    CHECK(sum.subtrees.size() == whole.subtrees_total);
+    CHECK(sum.subtrees_total == whole.subtrees_total);
+    CHECK(sum.schedules == whole.schedules);
+    CHECK(sum.pruned == whole.pruned);
+    CHECK(sum.steps == whole.steps);
+  }
+  // Without dedup nothing is pruned, so the split does not change what is explored: the
+  // shards add up to the plain exploration of the whole space.
+  ExploreOptions plain = split;
+  plain.split_depth = 0;
+  plain.dedup = false;
+  split.dedup = false;
+  const ExploreResult full = explore(small_config(), plain);
+  const ExploreResult sum = explore_shards(split, 3);
+  CHECK(sum.schedules == full.schedules);
+  CHECK(sum.steps == full.steps);
+  CHECK(sum.pruned == 0);
+}

@@ -1,8 +1,11 @@
-// Bounded exhaustive strategy and its depth-first driver; see explore.h.
+// Bounded exhaustive strategy and its depth-first driver, split into subtrees for shards;
+// see explore.h.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <vector>
 
+#include "cowstate/assert.h"
 #include "cowstate/sim/explore.h"
 #include "cowstate/sim/strategy.h"
 
@@ -54,7 +57,7 @@ class ExhaustiveStrategy final : public Strategy {
     return d.order[d.taken];
   }
 
-  std::vector<Decision>& decisions() { return decisions_; }
+  const std::vector<Decision>& decisions() const { return decisions_; }
 
  private:
   std::vector<std::size_t> prefix_;
@@ -64,41 +67,110 @@ class ExhaustiveStrategy final : public Strategy {
   std::uint32_t preemptions_ = 0;
 };
 
+// A non-first candidate of `d` stays within the preemption bound.
+bool within_bound(const Decision& d, std::uint32_t bound) {
+  const std::uint32_t cost = d.last_runnable ? 1 : 0;  // every non-first candidate preempts
+  return d.preemptions_before + cost <= bound;
+}
+
+// How many of a schedule's decisions name its subtree: those up to and including its
+// `depth`-th branching one (all when it has fewer), none when depth is 0.
+std::size_t subtree_prefix_length(const std::vector<Decision>& ds, std::uint32_t depth,
+                                  std::uint32_t bound) {
+  if (depth == 0) return 0;
+  std::uint32_t branching = 0;
+  for (std::size_t i = 0; i < ds.size(); ++i) {
+    if (ds[i].order.size() > 1 && within_bound(ds[i], bound) && ++branching == depth) return i + 1;
+  }
+  return ds.size();
+}
+
+// The forced prefix of the next schedule in depth-first order: from the deepest decision
+// before `limit` with an untried candidate within the bound (its position in *at); nullopt
+// when there is none.
+std::optional<std::vector<std::size_t>> next_prefix(const std::vector<Decision>& ds,
+                                                    std::size_t limit, std::uint32_t bound,
+                                                    std::size_t* at) {
+  for (std::size_t i = std::min(limit, ds.size()); i-- > 0;) {
+    const Decision& d = ds[i];
+    if (d.taken + 1 >= d.order.size() || !within_bound(d, bound)) continue;
+    std::vector<std::size_t> prefix;
+    for (std::size_t j = 0; j < i; ++j) prefix.push_back(ds[j].taken);
+    prefix.push_back(d.taken + 1);
+    *at = i;
+    return prefix;
+  }
+  return std::nullopt;
+}
+
+// One schedule of this shard counted, in the totals and in its subtree's.
+void count_schedule(RunResult r, std::uint64_t subtree, ExploreResult* out) {
+  ExploredSubtree& t = out->subtrees.back();
+  ++out->schedules;
+  ++t.schedules;
+  out->steps += r.stats.steps;
+  t.steps += r.stats.steps;
+  if (r.abandoned) {
+    ++out->pruned;
+    ++t.pruned;
+  }
+  if (r.outcome != Outcome::pass) {
+    ++t.failures;
+    out->failures.push_back(ExploredFailure{r.schedule, std::move(r), subtree});
+  }
+}
+
 }  // namespace
 
 ExploreResult explore(const RunConfig& config, const ExploreOptions& options) {
+  COWSTATE_ASSERT(options.shard_index < options.shard_count, "REQUIRES", "a shard of the count");
+  COWSTATE_ASSERT(options.shard_count == 1 || options.split_depth > 0, "REQUIRES",
+                  "shards split the space below some branching decisions");
   ExploreResult out;
   std::map<std::uint64_t, std::uint32_t> seen;  // state digest -> fewest preemptions used
   std::vector<std::size_t> prefix;
+  std::uint64_t subtree = 0;
+  bool first_of_subtree = true;
   for (;;) {
-    if (out.schedules >= options.max_schedules) return out;
+    const bool mine = subtree % options.shard_count == options.shard_index;
+    if (mine && out.schedules >= options.max_schedules) {
+      out.subtrees_total = subtree + 1;
+      return out;
+    }
     ExhaustiveStrategy strategy(prefix, &seen, options.dedup);
     RunResult r = run_once(config, strategy);
-    ++out.schedules;
-    out.steps += r.stats.steps;
-    if (r.abandoned) ++out.pruned;
-    if (r.outcome != Outcome::pass) {
-      out.failures.push_back(ExploredFailure{r.schedule, r});
-      if (options.stop_at_first_failure) return out;
+    const std::vector<Decision>& ds = strategy.decisions();
+    const std::size_t named =
+        subtree_prefix_length(ds, options.split_depth, options.preemption_bound);
+    if (mine && first_of_subtree) {
+      ExploredSubtree& t = out.subtrees.emplace_back();
+      t.index = subtree;
+      for (std::size_t i = 0; i < named; ++i) t.prefix.push_back(ds[i].taken);
     }
-    // Backtrack: the deepest decision with an untried candidate within the bound.
-    std::vector<Decision>& ds = strategy.decisions();
-    bool advanced = false;
-    for (std::size_t i = ds.size(); i-- > 0;) {
-      const Decision& d = ds[i];
-      std::size_t next = d.taken + 1;
-      if (next >= d.order.size()) continue;
-      const std::uint32_t cost = d.last_runnable ? 1 : 0;  // every non-first candidate preempts
-      if (d.preemptions_before + cost > options.preemption_bound) continue;
-      prefix.clear();
-      for (std::size_t j = 0; j < i; ++j) prefix.push_back(ds[j].taken);
-      prefix.push_back(next);
-      advanced = true;
-      break;
+    first_of_subtree = false;
+    const bool failed = r.outcome != Outcome::pass;
+    if (mine) {
+      count_schedule(std::move(r), subtree, &out);
+      if (failed && options.stop_at_first_failure) {
+        out.subtrees_total = subtree + 1;
+        return out;
+      }
+    } else {
+      ++out.discovery_runs;
     }
-    if (!advanced) {
+    // A skipped subtree is left at once: only its naming decisions are backtracked.
+    std::size_t at = 0;
+    auto next = next_prefix(ds, mine ? ds.size() : named, options.preemption_bound, &at);
+    if (!next) {
       out.complete = true;
+      out.subtrees_total = subtree + 1;
       return out;
+    }
+    prefix = std::move(*next);
+    if (at < named) {  // the next schedule is the first of the next subtree
+      ++subtree;
+      seen.clear();
+      first_of_subtree = true;
     }
   }
 }
