@@ -21,13 +21,16 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "cli/campaign_id.h"
 #include "cli/cli_input.h"
 #include "cli/cli_options.h"
+#include "cli/explore_json.h"
 #include "cli/kill_matrix.h"
 #include "core/build_info.h"
 #include "core/failure_pipeline.h"
@@ -66,20 +69,31 @@ struct FuzzArgs {
   double shrink_seconds = 30;
 };
 
-bool parse_shard(const std::string& text, std::uint32_t* index, std::uint32_t* count) {
+// `--shard I/N` of `cowstate COMMAND`; false, after saying what was expected, when `text`
+// is not I/N with I < N.
+bool parse_shard(const std::string& text, const char* command, std::uint32_t* index,
+                 std::uint32_t* count) {
   const std::size_t slash = text.find('/');
-  if (slash == std::string::npos) return false;
-  const auto i = cowstate::cli::parse_unsigned(std::string_view(text).substr(0, slash), 0, 999999);
-  const auto n =
-      cowstate::cli::parse_unsigned(std::string_view(text).substr(slash + 1), 1, 1000000);
-  if (!i || !n || *i >= *n) return false;
+  const std::string_view view(text);
+  const auto i = slash == std::string::npos
+                     ? std::nullopt
+                     : cowstate::cli::parse_unsigned(view.substr(0, slash), 0, 999999);
+  const auto n = slash == std::string::npos
+                     ? std::nullopt
+                     : cowstate::cli::parse_unsigned(view.substr(slash + 1), 1, 1000000);
+  if (!i || !n || *i >= *n) {
+    std::fprintf(stderr,
+                 "cowstate %s: --shard expects I/N with 0 <= I < N <= 1000000, found '%s'\n",
+                 command, text.c_str());
+    return false;
+  }
   *index = static_cast<std::uint32_t>(*i);
   *count = static_cast<std::uint32_t>(*n);
   return true;
 }
 
-// The campaign a shard belongs to: what every shard of it has in common, and its id (the
-// FNV-1a of that object's text), so that shards of one campaign can be recognised.
+// The campaign a shard belongs to: what every shard of it has in common; its id
+// (cowstate::cli::campaign_id) lets shards of one campaign be recognised.
 nlohmann::json campaign_json(const CampaignOptions& o) {
   return {{"seed", o.seed},
           {"runs", o.runs},
@@ -90,15 +104,6 @@ nlohmann::json campaign_json(const CampaignOptions& o) {
           {"workload", o.workload->name()},
           {"deep_check_every", o.deep_check_every},
           {"max_failures", o.max_failures}};
-}
-
-std::string campaign_id(const nlohmann::json& campaign) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (const char c : campaign.dump()) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 0x100000001b3ULL;
-  }
-  return trace_hash_text(h);
 }
 
 std::string budget_text(const CampaignOptions& o) {
@@ -175,14 +180,26 @@ void print_totals(const CampaignSummary& s) {
       static_cast<unsigned long long>(s.totals.deep_checks), s.seconds);
 }
 
+// The last JSON line of a shard: its totals, and why it stopped (`cowstate merge` checks
+// that a shard that ran all its runs holds them all).
+void print_summary_json(const CampaignOptions& o, const std::string& id, const CampaignSummary& s,
+                        const FailureTally& tally) {
+  nlohmann::json summary{{"type", "summary"},
+                         {"campaign_id", id},
+                         {"version", version_line()},
+                         {"runs", s.runs},
+                         {"failures", s.failures},
+                         {"distinct_failures", tally.to_json()},
+                         {"seconds", s.seconds},
+                         {"shard", {{"index", o.shard_index}, {"count", o.shard_count}}},
+                         {"stopped_by", stop_reason_name(s.stopped_by)}};
+  summary.update(cowstate::cli::stats_json(s.totals));
+  std::cout << summary.dump() << std::endl;
+}
+
 int cmd_fuzz(FuzzArgs a) {
   CampaignOptions& o = a.campaign;
-  if (!parse_shard(a.shard, &o.shard_index, &o.shard_count)) {
-    std::fprintf(stderr,
-                 "cowstate fuzz: --shard expects I/N with 0 <= I < N <= 1000000, found '%s'\n",
-                 a.shard.c_str());
-    return kExitUsage;
-  }
+  if (!parse_shard(a.shard, "fuzz", &o.shard_index, &o.shard_count)) return kExitUsage;
   if (a.runs_option->count() == 0) o.runs = o.time_seconds > 0 ? 0 : 100;
   if (a.keep_going && a.max_failures_option->count() == 0) o.max_failures = 0;
   o.workload = find_workload(a.workload);
@@ -194,11 +211,12 @@ int cmd_fuzz(FuzzArgs a) {
   if (!cowstate::cli::activate_mutant_named(a.mutant)) return kExitUsage;
   nlohmann::json campaign = campaign_json(o);
   if (!a.mutant.empty()) campaign["mutant"] = a.mutant;
-  const std::string id = campaign_id(campaign);
+  const std::string id = cowstate::cli::campaign_id(campaign);
   const CaseSpec first = case_for_run(o, o.shard_index);
   if (a.json) {
     std::cout << nlohmann::json{{"type", "campaign"},
                                 {"tool", "cowstate"},
+                                {"command", "fuzz"},
                                 {"version", version_line()},
                                 {"campaign_id", id},
                                 {"campaign", campaign},
@@ -250,12 +268,7 @@ int cmd_fuzz(FuzzArgs a) {
   const CampaignSummary s = run_campaign(o, on_start, on_run, on_progress);
   if (tty) std::fprintf(stderr, "\n");
   if (a.json) {
-    nlohmann::json summary{{"type", "summary"},         {"campaign_id", id},
-                           {"version", version_line()}, {"runs", s.runs},
-                           {"failures", s.failures},    {"distinct_failures", tally.to_json()},
-                           {"seconds", s.seconds}};
-    summary.update(cowstate::cli::stats_json(s.totals));
-    std::cout << summary.dump() << std::endl;
+    print_summary_json(o, id, s, tally);
   } else {
     std::printf("\n");
     print_totals(s);
@@ -419,37 +432,27 @@ struct ExploreArgs {
   std::string out_dir = "cowstate-failures";
   double shrink_seconds = 20;
   std::size_t show = 3;
+  std::string shard = "0/1";
+  bool json = false;
 };
 
-int cmd_explore(const ExploreArgs& a) {
-  auto loaded = cowstate::cli::load_scenario(a.file, "cowstate explore");
-  if (!loaded) return kExitUsage;
-  const Scenario s = freed(*loaded);
-  if (!cowstate::cli::activate_mutant(a.mutant, s)) return kExitUsage;
-  RunConfig config;
-  config.seed = s.config.seed;
-  config.scenario = &s;
-  set_crash_hint("while exploring " + pasteable(a.file));
-  const auto start = std::chrono::steady_clock::now();
-  const ExploreResult r = explore(config, a.options);
-  std::printf("cowstate explore %s: preemption bound %u, max schedules %llu\n", a.file.c_str(),
-              a.options.preemption_bound, static_cast<unsigned long long>(a.options.max_schedules));
-  std::printf("schedules explored %llu, pruned as equivalent %llu, steps %llu, %s, %.2f s\n",
-              static_cast<unsigned long long>(r.schedules),
-              static_cast<unsigned long long>(r.pruned), static_cast<unsigned long long>(r.steps),
-              r.complete ? "space exhausted" : "stopped at --max-schedules", seconds_since(start));
-  std::printf("failures %zu\n", r.failures.size());
-  int result = 0;
-  FailureTally tally;
+// Every failure counted by signature; the first failing schedule of each of the first
+// `show` signatures replayed with recording, shrunk and written (with --split-depth, named
+// by subtree and rank there, so that the shards of one exploration write distinct files).
+void shrink_explored(const ExploreArgs& a, const RunConfig& config, const ExploreResult& r,
+                     FailureTally& tally) {
   const std::string stem = std::filesystem::path(a.file).stem().string();
+  std::map<std::uint64_t, std::uint64_t> rank;  // subtree -> failures seen there
   for (std::size_t i = 0; i < r.failures.size(); ++i) {
     const ExploredFailure& f = r.failures[i];
-    if (result == 0) result = exit_code(f.result.outcome);
+    const std::uint64_t nth = ++rank[f.subtree];
     const FailureSignature signature = f.result.signature();
-    if (!tally.add(signature, i + 1, s.config.seed) || tally.entries().size() > a.show) continue;
-    std::printf("\nfailure %zu: %s\n  %s\n", i + 1, signature.to_string().c_str(),
-                f.result.message.c_str());
-    std::fflush(stdout);
+    if (!tally.add(signature, i + 1, config.seed) || tally.entries().size() > a.show) continue;
+    if (!a.json) {
+      std::printf("\nfailure %zu: %s\n  %s\n", i + 1, signature.to_string().c_str(),
+                  f.result.message.c_str());
+      std::fflush(stdout);
+    }
     RunConfig recording = config;
     recording.record = true;
     auto replay = make_replay_strategy(f.schedule);
@@ -458,21 +461,75 @@ int cmd_explore(const ExploreArgs& a) {
     if (!fixed) continue;
     set_crash_hint("while shrinking explored failure " + std::to_string(i + 1) + " of " +
                    pasteable(a.file) + " (" + signature.to_string() + ")");
-    const cowstate::cli::ShrinkRequest request{
-        invoked_as() + " explore " + pasteable(a.file),
-        a.out_dir,
-        stem + "-explore-" + std::to_string(i + 1) + ".scenario",
-        a.shrink_seconds,
-        cowstate::cli::active_mutant_name(),
-        true};
+    const std::string name = a.options.split_depth == 0
+                                 ? stem + "-explore-" + std::to_string(i + 1) + ".scenario"
+                                 : stem + "-explore-subtree-" + std::to_string(f.subtree) + "-" +
+                                       std::to_string(nth) + ".scenario";
+    const cowstate::cli::ShrinkRequest request{invoked_as() + " explore " + pasteable(a.file),
+                                               a.out_dir,
+                                               name,
+                                               a.shrink_seconds,
+                                               cowstate::cli::active_mutant_name(),
+                                               !a.json};
     const cowstate::cli::Shrunk shrunk = cowstate::cli::shrink_to_file(*fixed, signature, request);
     FailureTally::Entry& entry = tally.at(signature);
     entry.shrunk_file = shrunk.path;
     entry.replay = shrunk.path.empty() ? "" : invoked_as() + " run " + shrunk.path;
   }
-  tally.print();
+}
+
+void print_explored(const ExploreArgs& a, const ExploreResult& r, double seconds) {
+  const ExploreOptions& o = a.options;
+  std::printf("cowstate explore %s: preemption bound %u, max schedules %llu\n", a.file.c_str(),
+              o.preemption_bound, static_cast<unsigned long long>(o.max_schedules));
+  if (o.split_depth > 0) {
+    std::printf(
+        "shard %u/%u, split depth %u: %zu of %llu subtrees explored here (%llu first "
+        "schedules of the others run to find them, not counted)\n",
+        o.shard_index, o.shard_count, o.split_depth, r.subtrees.size(),
+        static_cast<unsigned long long>(r.subtrees_total),
+        static_cast<unsigned long long>(r.discovery_runs));
+  }
+  std::printf("schedules explored %llu, pruned as equivalent %llu, steps %llu, %s, %.2f s\n",
+              static_cast<unsigned long long>(r.schedules),
+              static_cast<unsigned long long>(r.pruned), static_cast<unsigned long long>(r.steps),
+              r.complete ? "space exhausted" : "stopped at --max-schedules", seconds);
+  std::printf("failures %zu\n", r.failures.size());
+}
+
+int cmd_explore(ExploreArgs a) {
+  ExploreOptions& o = a.options;
+  if (!parse_shard(a.shard, "explore", &o.shard_index, &o.shard_count)) return kExitUsage;
+  if (o.shard_count > 1 && o.split_depth == 0) {
+    std::fprintf(stderr,
+                 "cowstate explore: --shard %s needs --split-depth D (1 or more): shards explore "
+                 "the subtrees below the first D branching decisions, each with a dedup table "
+                 "of its own (docs/distributed.md)\n",
+                 a.shard.c_str());
+    return kExitUsage;
+  }
+  auto loaded = cowstate::cli::load_scenario(a.file, "cowstate explore");
+  if (!loaded) return kExitUsage;
+  const Scenario s = freed(*loaded);
+  if (!cowstate::cli::activate_mutant(a.mutant, s)) return kExitUsage;
+  const nlohmann::json campaign = cowstate::cli::explore_campaign(s, o, a.mutant);
+  if (a.json) cowstate::cli::print_explore_header(campaign, o);
+  RunConfig config;
+  config.seed = s.config.seed;
+  config.scenario = &s;
+  set_crash_hint("while exploring " + pasteable(a.file));
+  const auto start = std::chrono::steady_clock::now();
+  const ExploreResult r = explore(config, o);
+  if (!a.json) print_explored(a, r, seconds_since(start));
+  FailureTally tally;
+  shrink_explored(a, config, r, tally);
+  if (a.json) {
+    cowstate::cli::print_explore_records(campaign, o, r, tally, seconds_since(start));
+  } else {
+    tally.print();
+  }
   cowstate::cli::deactivate_mutants();
-  return result;
+  return r.failures.empty() ? 0 : exit_code(r.failures.front().result.outcome);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -634,6 +691,15 @@ int main(int argc, char** argv) {
                  "time to shrink each failure (0: no shrink)");
   unsigned_option(ex, "--show", explore_args.show, 0, 1000000,
                   "distinct failures to print and shrink");
+  unsigned_option(ex, "--split-depth", explore_args.options.split_depth, 0, 16,
+                  "subtrees below the first D branching decisions, each with its own dedup "
+                  "table (needed by --shard; 0: one table for the whole space)");
+  ex->add_option("--shard", explore_args.shard,
+                 "I/N: explore only subtrees k with k mod N == I (with --split-depth)")
+      ->capture_default_str();
+  ex->add_flag("--json", explore_args.json,
+               "JSON lines on stdout: a campaign header, one line per subtree and per failing "
+               "schedule, a summary");
 
   std::string explain_file, explain_format = "text", explain_out;
   auto* xp = app.add_subcommand("explain", "narrate a scenario step by step, for learners");

@@ -58,7 +58,10 @@ CampaignSummary run_campaign(const CampaignOptions& options,
   auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   for (std::uint64_t index = options.shard_index;; index += options.shard_count) {
     if (options.runs != 0 && index >= options.runs) break;
-    if (options.time_seconds > 0 && elapsed() >= options.time_seconds) break;
+    if (options.time_seconds > 0 && elapsed() >= options.time_seconds) {
+      summary.stopped_by = StopReason::time;
+      break;
+    }
     FinishedRun run;
     run.index = index;
     run.spec = case_for_run(options, index);
@@ -89,10 +92,25 @@ CampaignSummary run_campaign(const CampaignOptions& options,
       last_progress = Clock::now();
       on_progress(summary);
     }
-    if (failed && options.max_failures != 0 && summary.failures >= options.max_failures) break;
+    if (failed && options.max_failures != 0 && summary.failures >= options.max_failures) {
+      summary.stopped_by = StopReason::max_failures;
+      break;
+    }
   }
   summary.seconds = elapsed();
   return summary;
+}
+
+const char* stop_reason_name(StopReason reason) noexcept {
+  switch (reason) {
+    case StopReason::runs:
+      return "runs";
+    case StopReason::time:
+      return "time";
+    case StopReason::max_failures:
+      return "max_failures";
+  }
+  return "runs";
 }
 
 std::string trace_hash_text(std::uint64_t hash) {

@@ -55,11 +55,17 @@ struct FinishedRun {
   double seconds = 0;  // wall time of the run
 };
 
+// Why a campaign (or a shard of one) stopped: all its runs done, its time budget spent, or
+// its failure limit reached.
+enum class StopReason : std::uint8_t { runs, time, max_failures };
+const char* stop_reason_name(StopReason reason) noexcept;
+
 struct CampaignSummary {
   std::uint64_t runs = 0;
   std::uint64_t failures = 0;
   RunStats totals;
   double seconds = 0;
+  StopReason stopped_by = StopReason::runs;
   std::optional<FinishedRun> first_failure;
 };
 
