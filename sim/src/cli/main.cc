@@ -7,6 +7,7 @@
 //   cowstate run       runs scenario files (scenarios/, docs/scenario-format.md)
 //   cowstate explore   runs every interleaving of a scenario's tasks within bounds
 //   cowstate explain   narrates a scenario step by step (text, or one Graphviz graph per step)
+//   cowstate merge     merges the JSON lines of a campaign's shards, checking they cover it
 //
 // Every failure found by fuzz, explore or mutants goes through the failure pipeline
 // (failure_pipeline.h): reported, written as a case file, shrunk to a scenario file.
@@ -32,6 +33,7 @@
 #include "cli/cli_options.h"
 #include "cli/explore_json.h"
 #include "cli/kill_matrix.h"
+#include "cli/merge.h"
 #include "core/build_info.h"
 #include "core/failure_pipeline.h"
 #include "cowstate/sim/campaign.h"
@@ -709,6 +711,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   xp->add_option("--out", explain_out, "directory for dot files (default explain-<stem>/)");
 
+  cowstate::cli::MergeArgs merge_args;
+  auto* mg = app.add_subcommand(
+      "merge", "merge the JSON lines of a campaign's shards and check they cover it exactly once");
+  mg->add_option("FILE", merge_args.files, "shard files (fuzz/explore --json); - or none: stdin");
+  mg->add_flag("--json", merge_args.json, "one JSON summary line instead of text");
+
   if (!known_subcommand(app, argc, argv)) return kExitUsage;
   try {
     app.parse(argc, argv);
@@ -723,5 +731,6 @@ int main(int argc, char** argv) {
   if (*ex) return cmd_explore(explore_args);
   if (*xp) return cmd_explain(explain_file, explain_format, explain_out);
   if (*m) return cowstate::cli::run_kill_matrix(matrix);
+  if (*mg) return cowstate::cli::run_merge(merge_args);
   return kExitUsage;
 }
