@@ -3,12 +3,14 @@
 // (cowstate/checkpoint_storage.h).
 #include "cowstate/checkpoint_storage.h"
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend_fixture.h"
@@ -339,14 +341,30 @@ TEST_CASE(
 
 TEST_CASE("async files take their buffers from a pool and give them back", "[storage][async]") {
   cowstate::AsyncBufferPool pool(3);
+  {
+    std::vector<std::vector<std::byte>> three;
+    for (int i = 0; i < 3; ++i) three.push_back(pool.take(4096));
+    for (auto& b : three) pool.give(std::move(b));
+  }
+  REQUIRE(pool.kept() == 3);
   memory_file::Record rec;
+  // The I/O thread's appends wait until the file holds all three buffers, so the file
+  // cannot reuse a written buffer before taking the next one from the pool.
+  std::atomic<bool> gate{false};
+  rec.gate = &gate;
   const std::vector<std::byte> data = pattern(4096 * 10, 5);
   const cowstate::AsyncFileOptions options{.buffer_bytes = 4096, .buffers = 3, .pool = &pool};
   for (int round = 0; round < 3; ++round) {
+    gate.store(false);
     auto file = cowstate::make_async_writable_file(std::make_unique<memory_file::MemoryFile>(&rec),
                                                    options);
-    CHECK(pool.kept() == (round == 0 ? 0u : 2u));  // the first buffer came from the pool
+    CHECK(pool.kept() == 2);  // the first buffer came from the pool
+    std::thread opener([&] {
+      while (pool.kept() != 0) std::this_thread::yield();
+      gate.store(true, std::memory_order_release);
+    });
     REQUIRE(file->append(data).ok());
+    opener.join();
     CHECK(pool.kept() == 0);  // all three in use
     REQUIRE(file->close().ok());
     CHECK(pool.kept() == 3);  // given back at close

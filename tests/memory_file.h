@@ -22,6 +22,7 @@ struct Record {
   std::uint64_t fail_append = 0;                // this append (from 1) fails; 0: none
   std::uint64_t fail_sync = 0;                  // this sync (from 1) fails; 0: none
   bool slow = false;                            // yield the thread in every append
+  const std::atomic<bool>* gate = nullptr;      // when set, appends wait until it is true
   std::uint64_t append_calls = 0;               // appends tried, the failing one included
   std::uint64_t sync_calls = 0;                 // syncs tried, the failing one included
   bool closed = false;                          // close() was called
@@ -49,6 +50,9 @@ class MemoryFile final : public cowstate::WritableFile {
   MemoryFile& operator=(const MemoryFile&) = delete;
   cowstate::Status append(std::span<const std::byte> bytes) override {
     if (r_->slow) std::this_thread::yield();
+    while (r_->gate != nullptr && !r_->gate->load(std::memory_order_acquire)) {
+      std::this_thread::yield();
+    }
     if (++r_->append_calls == r_->fail_append) {
       return cowstate::Status::error("write memory file: failed append " +
                                      std::to_string(r_->append_calls));
