@@ -353,11 +353,9 @@ bool CheckpointWriter::step(std::size_t max_entries) {
         ++section_;
         if (section_ < sections.size()) begin_section(sections[section_]);
       }
-      if (budget > 0) COWSTATE_YIELD("checkpoint_writer.section");
     } else {
       if (!finish_block()) break;
       ++next_key_group_;
-      if (budget > 0) COWSTATE_YIELD("checkpoint_writer.key_group");
     }
   }
   // block_ keeps its slack between steps (only written() is ever read): trimming it here

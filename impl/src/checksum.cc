@@ -18,12 +18,12 @@ XXH3_state_t* as_state(void* p) noexcept { return static_cast<XXH3_state_t*>(p);
 
 #if defined(COWSTATE_XXH3_DISPATCH) && COWSTATE_XXH3_DISPATCH
 // libxxhash's x86 dispatcher (built into Debian's library; CMake checks that it links) picks
-// AVX2 or AVX-512 at run time, where XXH3_64bits is its SSE2 build: 16 MB of checkpoint
-// blocks hash in 0.25 ms instead of 1.0-1.2 ms here. Same function, same values. Its
-// AVX-512 path returns with the upper vector registers dirty, after which every
-// legacy-SSE instruction of the process runs several times slower (XXH3's SSE2 path
-// measured 4x slower); a vzeroupper after each call clears them. It is an AVX instruction,
-// executed only where the CPU (and OS) has AVX: elsewhere the dispatcher never used it.
+// AVX2 or AVX-512 at run time, where XXH3_64bits is its SSE2 build, several times slower on
+// checkpoint blocks. Same function, same values. Its AVX-512 path returns with the upper
+// vector registers dirty, after which every legacy-SSE instruction of the process runs
+// several times slower (XXH3's SSE2 path among them); a vzeroupper after each call clears
+// them. It is an AVX instruction, executed only where the CPU (and OS) has AVX: elsewhere
+// the dispatcher never used it.
 [[gnu::target("avx")]] void clear_upper_vector_state() noexcept { __builtin_ia32_vzeroupper(); }
 bool cpu_has_avx() noexcept {
   static const bool avx = [] {

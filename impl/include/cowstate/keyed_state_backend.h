@@ -828,9 +828,8 @@ class KeyedStateBackend {
 
  private:
   // set_current_key's error: `g` is outside this backend's range. Out of line, so that the
-  // key switch every record makes inlines to the hash, the range check and two stores. As a
-  // call that returned its Status through memory, it made a value get at 1e6 keys 10-30%
-  // slower, plain and TTL alike (bench/README.md, session 12).
+  // key switch every record makes inlines to the hash, the range check and two stores
+  // (a call returning its Status through memory would sit on every access's path).
   [[gnu::noinline, gnu::cold]] Status key_outside_range(std::int32_t g) const {
     return Status::error("key group " + std::to_string(g) + " of the key is outside this " +
                          "backend's key-group range " + range_.to_string() + " (max parallelism " +

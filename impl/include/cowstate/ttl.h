@@ -115,10 +115,9 @@ struct StateTtlConfig {
 //
 // The backend reads the clock through now(), once per access of a state with TTL. A clock
 // that keeps its time in an atomic (AtomicTtlClock below) hands it to this base at
-// construction, and now() loads it without the virtual call: in a loop of state accesses
-// at 1e6 keys, the virtual call of a clock that only loads an atomic cost 30-40 ns per
-// access, a fifth of the access (bench/README.md, session 12). Other clocks are called
-// through current_timestamp().
+// construction, and now() loads it without the virtual call, which would otherwise be a
+// large share of a state access (the ttl_bench rows in bench/README.md). Other clocks are
+// called through current_timestamp().
 class TtlTimeProvider {
  public:
   virtual ~TtlTimeProvider() = default;
@@ -178,10 +177,9 @@ class AtomicTtlClock : public TtlTimeProvider {
 // ManualTtlClock's. For a backend that reads the clock on every access of a state with TTL
 // and can take a timestamp up to a period old (more while the ticker thread waits for a
 // core). SystemTtlClock reads the time stamp counter through the vDSO, and that ordered read
-// waits for the loads before it, so state accesses stop overlapping their cache misses: on
-// this project's KVM guest it made TTL value gets and puts at 1e6 keys 2.4-3.2x plain ones.
-// CLOCK_REALTIME_COARSE reads no counter, but with its call through glibc and the vDSO TTL
-// gets were still 1.7x plain in one of two runs (bench/README.md, session 12).
+// waits for the loads before it, so state accesses stop overlapping their cache misses.
+// CLOCK_REALTIME_COARSE reads no counter, but its call through glibc and the vDSO is still
+// on every access's path. The ttl_bench rows in bench/README.md compare the three clocks.
 //
 // The time never goes back: a step of the wall clock backwards holds it where it was
 // until the wall clock passes it again (a backend's clock must not go backwards).

@@ -151,15 +151,11 @@ class SimCore {
   // Runs the simulation to its end.
   RunResult run();
 
-  // Called at every COWSTATE_YIELD point inside production code.
-  // The checkpoint writer's own points (in checkpoint.cc: between sections and key groups)
-  // are compiled only into builds whose impl has the hooks (the mutants preset); taking them
-  // would make a seed's trace depend on the build, so the simulator passes them by. The
-  // point between entries (checkpoint_writer.entry) is in a header, live in every sim build.
+  // Called at every COWSTATE_YIELD point inside production code (all in headers, compiled
+  // into the simulator's own code, so a seed's trace is the same in every build) and at the
+  // workloads' own points.
   void on_yield(const char* point) {
     if (!Fiber::in_fiber() || running_ == nullptr || !yields_enabled_) return;
-    const std::string_view p(point);
-    if (p == "checkpoint_writer.section" || p == "checkpoint_writer.key_group") return;
     ++result_.stats.yields;
     ++running_->inner_yields;
     running_->point = point;
