@@ -11,6 +11,7 @@
 // Bounded by time (COWSTATE_STRESS_SECONDS, default 2); seed from COWSTATE_STRESS_SEED
 // (default: time). Thread timing is not reproducible; the seed fixes the delays and sizes.
 // Clean under the tsan preset.
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -48,13 +49,18 @@ TEST_CASE(
   const auto deadline = stress_env::deadline();
   std::uint64_t id = 0, accepted = 0, too_late = 0;
   std::optional<std::uint64_t> newest;
+  // How long a checkpoint takes from begin to commit, from the last one: the cancel's delay
+  // is drawn against it, so both answers come up in every build, however slow.
+  std::int64_t write_us = 3000;
   while (Clock::now() < deadline || accepted == 0 || too_late == 0) {
     REQUIRE(id < 100000);  // both answers must come up long before this
     ++id;
     auto pending = storage.begin(id);
     REQUIRE(pending.ok());
     cowstate::PendingCheckpoint& p = **pending;
-    const auto delay = std::chrono::microseconds(rng.below(3000));
+    const auto delay = std::chrono::microseconds(
+        rng.below(static_cast<std::uint64_t>(std::max<std::int64_t>(2 * write_us, 1))));
+    const auto started = Clock::now();
     std::atomic<cowstate::CancelResult> answer{cowstate::CancelResult::finished};
     std::thread canceller([&p, &answer, delay] {
       std::this_thread::sleep_for(delay);
@@ -68,6 +74,8 @@ TEST_CASE(
     if (rng.chance(1, 2)) std::this_thread::sleep_for(std::chrono::microseconds(rng.below(800)));
     cowstate::Status committed = w.done() ? p.commit() : cowstate::Status::error("not written");
     if (!w.done()) p.abort();
+    write_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started).count();
     canceller.join();
     const cowstate::CancelResult got = answer.load();
     INFO("checkpoint " << id << ": cancel " << cowstate::cancel_result_name(got) << ", commit "
