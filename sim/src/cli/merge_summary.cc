@@ -20,20 +20,10 @@ struct Sums {
   std::uint64_t failures = 0, schedules = 0, pruned = 0;
 };
 
-void add(sim::RunStats* to, const sim::RunStats& s) {
-  to->steps += s.steps;
-  to->ops += s.ops;
-  to->snapshots += s.snapshots;
-  to->snapshots_checked += s.snapshots_checked;
-  to->entries_checked += s.entries_checked;
-  to->deep_checks += s.deep_checks;
-  to->yields += s.yields;
-}
-
 Sums add_up(const std::vector<UnitRecord>& units) {
   Sums sum;
   for (const UnitRecord& u : units) {
-    add(&sum.stats, u.stats);
+    sum.stats += u.stats;
     sum.failures += u.failure ? 1 : u.failures;
     sum.schedules += u.schedules;
     sum.pruned += u.pruned;
@@ -199,7 +189,7 @@ void add_fuzz(const std::vector<Shard>& shards, nlohmann::json* out) {
   std::uint64_t failures = 0, digest = fnv1a("");
   DistinctFailures distinct("runs");
   for (const UnitRecord* u : runs) {
-    add(&totals, u->stats);
+    totals += u->stats;
     digest = fnv1a(std::to_string(u->index) + " " + u->outcome + " " +
                        sim::trace_hash_text(u->trace_hash) + "\n",
                    digest);

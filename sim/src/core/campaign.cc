@@ -73,14 +73,7 @@ CampaignSummary run_campaign(const CampaignOptions& options,
     run.spec.check = run.result.check;
     run.spec.trace_hash = run.result.trace_hash;
     ++summary.runs;
-    const RunStats& s = run.result.stats;
-    summary.totals.steps += s.steps;
-    summary.totals.ops += s.ops;
-    summary.totals.snapshots += s.snapshots;
-    summary.totals.snapshots_checked += s.snapshots_checked;
-    summary.totals.entries_checked += s.entries_checked;
-    summary.totals.deep_checks += s.deep_checks;
-    summary.totals.yields += s.yields;
+    summary.totals += run.result.stats;
     const bool failed = run.result.outcome != Outcome::pass;
     if (failed) {
       ++summary.failures;

@@ -124,6 +124,18 @@ struct RunStats {
   std::uint64_t entries_checked = 0;
   std::uint64_t deep_checks = 0;
   std::uint64_t yields = 0;  // yield points taken inside production code
+
+  // Adds another run's (or shard's) counts: a campaign's totals.
+  RunStats& operator+=(const RunStats& o) {
+    steps += o.steps;
+    ops += o.ops;
+    snapshots += o.snapshots;
+    snapshots_checked += o.snapshots_checked;
+    entries_checked += o.entries_checked;
+    deep_checks += o.deep_checks;
+    yields += o.yields;
+    return *this;
+  }
 };
 
 struct RunResult {
