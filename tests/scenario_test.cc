@@ -7,8 +7,10 @@
 #include <rapidcheck/catch.h>
 
 #include <catch2/catch.hpp>
+#include <optional>
 #include <ostream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -33,10 +35,20 @@ Scenario parse_ok(const std::string& text) {
   return *s;
 }
 
+// The same text parsed whole and read as a stream, line by line: the two must agree on the
+// scenario or on the error.
+std::optional<Scenario> parse_as_stream(const std::string& text, const std::string& file,
+                                        ParseError* error) {
+  std::istringstream in(text);
+  return parse_scenario(in, scenario_items_max(text), file, error);
+}
+
 std::string parse_error(const std::string& text) {
-  ParseError error;
+  ParseError error, streamed;
   auto s = parse_scenario(text, "t.scenario", &error);
   REQUIRE_FALSE(s.has_value());
+  REQUIRE_FALSE(parse_as_stream(text, "t.scenario", &streamed).has_value());
+  CHECK(streamed.to_string() == error.to_string());
   return error.to_string();
 }
 
@@ -383,6 +395,10 @@ TEST_CASE("printing any backend scenario and parsing it back gives the same scen
     ParseError error;
     auto back = parse_scenario(text, "printed", &error);
     RC_LOG() << text << "\n" << error.to_string() << "\n";
+    ParseError streamed_error;
+    auto streamed = parse_as_stream(text, "printed", &streamed_error);
+    RC_ASSERT(streamed == back);
+    RC_ASSERT(streamed_error.to_string() == error.to_string());
     if (s.step_count() == 0) {
       RC_ASSERT(!back.has_value());
       RC_ASSERT(error.message == "expected at least one step line (TASK: ACTION), found none");
@@ -504,6 +520,10 @@ TEST_CASE("printing any scenario and parsing it back gives the same scenario",
     ParseError error;
     auto back = parse_scenario(text, "printed", &error);
     RC_LOG() << text << "\n" << error.to_string() << "\n";
+    ParseError streamed_error;
+    auto streamed = parse_as_stream(text, "printed", &streamed_error);
+    RC_ASSERT(streamed == back);
+    RC_ASSERT(streamed_error.to_string() == error.to_string());
     if (s.step_count() == 0) {
       RC_ASSERT(!back.has_value());
       RC_ASSERT(error.message == "expected at least one step line (TASK: ACTION), found none");
@@ -828,4 +848,18 @@ TEST_CASE(
   const ShrinkResult shrunk = shrink(s, first.signature());
   CHECK(shrunk.signature.difference.keys.at("missing").size() == 2);
   CHECK(run_scenario(shrunk.scenario).signature() == shrunk.signature);
+}
+
+TEST_CASE("names keep their text and identity across every chunk of the pool", "[sim][scenario]") {
+  // 70,000 distinct names fill the pool's first ten chunks (64, 128, ... names each).
+  std::vector<Name> names;
+  for (int i = 0; i < 70000; ++i) names.emplace_back("name-" + std::to_string(i));
+  for (int i = 0; i < 70000; i += 997) {
+    CHECK(names[static_cast<std::size_t>(i)] == "name-" + std::to_string(i));
+    CHECK(Name("name-" + std::to_string(i)) == names[static_cast<std::size_t>(i)]);
+  }
+  CHECK(Name() == Name(""));
+  CHECK(Name().empty());
+  CHECK(Name("b") > Name("a"));
+  CHECK_FALSE(names[1] == names[2]);
 }

@@ -1,14 +1,19 @@
 // The scenario parser: one statement per line, errors at file:line:col saying what was
 // expected and what was found. Grammar in docs/scenario-format.md.
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <istream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "cowstate/hooks.h"
 #include "cowstate/sim/scenario.h"
@@ -123,21 +128,58 @@ bool has_sequence_values(const std::string& name) {
   return false;
 }
 
-Name::Name(std::string_view s) {
-  static std::mutex mu;
-  static std::unordered_set<std::string>* pool = new std::unordered_set<std::string>();
-  if (s.empty()) {
-    s_ = &empty_string();
-    return;
+namespace detail {
+std::atomic<const std::string*> name_chunks[kNameChunks];
+}  // namespace detail
+
+namespace {
+
+// The interning side of Name: the chunks' owner and the index from text to id. Id 0, the
+// empty name, is the first entry of chunk 0.
+class NamePool {
+ public:
+  NamePool() { add(std::string_view()); }
+
+  std::uint32_t intern(std::string_view s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = ids_.find(s); it != ids_.end()) return it->second;
+    return add(s);
   }
-  std::lock_guard<std::mutex> lock(mu);
-  s_ = &*pool->emplace(s).first;  // nodes never move: the address is the name's identity
+
+ private:
+  std::uint32_t add(std::string_view s) {
+    const std::uint32_t id = count_;
+    const detail::NameSlot at = detail::name_slot(id);
+    const int c = at.chunk;
+    if (c >= detail::kNameChunks) {
+      std::fprintf(stderr, "cowstate: more than %u distinct names\n", id);
+      std::abort();
+    }
+    if (at.index == 0) {
+      chunks_[c] = std::make_unique<std::string[]>(std::size_t{64} << c);
+      detail::name_chunks[c].store(chunks_[c].get(), std::memory_order_release);
+    }
+    std::string& text = chunks_[c][at.index];
+    text = s;
+    ids_.emplace(std::string_view(text), id);
+    ++count_;
+    return id;
+  }
+
+  std::mutex mu_;
+  std::unique_ptr<std::string[]> chunks_[detail::kNameChunks];
+  std::unordered_map<std::string_view, std::uint32_t> ids_;
+  std::uint32_t count_ = 0;
+};
+
+NamePool& name_pool() {
+  static NamePool* pool = new NamePool();  // never destroyed: names outlive static objects
+  return *pool;
 }
 
-const std::string& Name::empty_string() noexcept {
-  static const std::string empty;
-  return empty;
-}
+}  // namespace
+
+Name::Name(std::string_view s) : id_(s.empty() ? 0 : name_pool().intern(s)) {}
 
 const std::vector<std::string>& yield_points() {
   static const std::vector<std::string> points = {
@@ -1031,24 +1073,23 @@ class Parser {
 
 }  // namespace
 
-std::optional<Scenario> parse_scenario(std::string_view text, const std::string& file,
-                                       ParseError* error) {
-  Parser parser(file, static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n') +
-                                               std::count(text.begin(), text.end(), ';')) +
-                          1);
+namespace {
+
+// Parses the lines `next(line)` hands out (false: there are no more) into a scenario of at
+// most `items_max` items.
+template <class NextLine>
+std::optional<Scenario> parse_lines(NextLine&& next, std::size_t items_max, const std::string& file,
+                                    ParseError* error) {
+  Parser parser(file, items_max);
   int line_no = 0;
-  std::size_t start = 0;
   try {
-    while (start <= text.size()) {
-      std::size_t end = text.find('\n', start);
-      if (end == std::string_view::npos) end = text.size();
+    std::string_view line;
+    while (next(line)) {
       ++line_no;
-      const std::string_view line = text.substr(start, end - start);
       if (line.find('\0') != std::string_view::npos) {
         throw Failure{static_cast<int>(line.find('\0')) + 1, "expected text, found a NUL byte"};
       }
       parser.line(line, line_no);
-      start = end + 1;
     }
   } catch (const Failure& f) {
     if (error != nullptr) *error = ParseError{file, line_no, f.column, f.message};
@@ -1063,6 +1104,46 @@ std::optional<Scenario> parse_scenario(std::string_view text, const std::string&
     return std::nullopt;
   }
   return s;
+}
+
+}  // namespace
+
+std::size_t scenario_items_max(std::string_view text) {
+  return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n') +
+                                  std::count(text.begin(), text.end(), ';')) +
+         1;
+}
+
+std::optional<Scenario> parse_scenario(std::string_view text, const std::string& file,
+                                       ParseError* error) {
+  std::size_t start = 0;
+  auto next = [&](std::string_view& line) {
+    if (start > text.size()) return false;
+    std::size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    line = text.substr(start, end - start);
+    start = end + 1;
+    return true;
+  };
+  return parse_lines(next, scenario_items_max(text), file, error);
+}
+
+std::optional<Scenario> parse_scenario(std::istream& in, std::size_t items_max,
+                                       const std::string& file, ParseError* error) {
+  std::string buffer;
+  bool more = true;
+  auto next = [&](std::string_view& line) {
+    if (!more) return false;
+    if (std::getline(in, buffer)) {
+      more = !in.eof();  // a last line without a newline ends the text
+    } else {
+      more = false;  // the empty line after the last newline, as the text form has it
+      buffer.clear();
+    }
+    line = buffer;
+    return true;
+  };
+  return parse_lines(next, items_max, file, error);
 }
 
 }  // namespace cowstate::sim

@@ -35,13 +35,19 @@
 // back (parse(print(x)) == x), the shrinker edits them and the simulator runs them.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
+#include <bit>
 #include <compare>
 #include <cstdint>
+#include <initializer_list>
+#include <istream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <ostream>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -50,39 +56,61 @@
 
 namespace cowstate::sim {
 
-// A task, snapshot, checkpoint, state or yield-point name, interned: one pointer wide, so a
+namespace detail {
+// The interned names: chunk c holds ids [64 (2^c - 1), 64 (2^(c+1) - 1)); a chunk never
+// moves once published, so a name's text is read without a lock.
+inline constexpr int kNameChunks = 26;
+extern std::atomic<const std::string*> name_chunks[kNameChunks];
+struct NameSlot {
+  int chunk;
+  std::uint32_t index;  // within the chunk
+};
+constexpr NameSlot name_slot(std::uint32_t id) noexcept {
+  const int c = static_cast<int>(std::bit_width(id / 64 + 1)) - 1;
+  return {c, id - 64 * ((std::uint32_t{1} << c) - 1)};
+}
+inline const std::string& name_text(std::uint32_t id) noexcept {
+  if (id == 0) {  // also readable during static initialization, before the pool exists
+    static const std::string empty;
+    return empty;
+  }
+  const NameSlot at = name_slot(id);
+  return name_chunks[at.chunk].load(std::memory_order_acquire)[at.index];
+}
+}  // namespace detail
+
+// A task, snapshot, checkpoint, state or yield-point name, interned: four bytes wide, so a
 // step line stays small (a parsed scenario takes a few times its file's size), and equal
-// names are equal pointers. Reads like a const std::string; the pool of names only grows
-// (a process sees few distinct names) and is safe to use from several threads.
+// names are equal ids. Reads like a const std::string; the pool of names only grows (a
+// process sees few distinct names) and is safe to use from several threads.
 class Name {
  public:
-  Name() noexcept : s_(&empty_string()) {}
+  Name() noexcept = default;
   Name(std::string_view s);                                  // NOLINT(google-explicit-constructor)
   Name(const std::string& s) : Name(std::string_view(s)) {}  // NOLINT
   Name(const char* s) : Name(std::string_view(s)) {}         // NOLINT
 
-  const std::string& str() const noexcept { return *s_; }
-  operator const std::string&() const noexcept { return *s_; }  // NOLINT
-  const char* c_str() const noexcept { return s_->c_str(); }
-  bool empty() const noexcept { return s_->empty(); }
-  std::size_t size() const noexcept { return s_->size(); }
+  const std::string& str() const noexcept { return detail::name_text(id_); }
+  operator const std::string&() const noexcept { return str(); }  // NOLINT
+  const char* c_str() const noexcept { return str().c_str(); }
+  bool empty() const noexcept { return id_ == 0; }
+  std::size_t size() const noexcept { return str().size(); }
 
-  friend bool operator==(const Name& a, const Name& b) noexcept { return a.s_ == b.s_; }
-  friend bool operator==(const Name& a, std::string_view b) noexcept { return *a.s_ == b; }
-  friend bool operator==(const Name& a, const char* b) noexcept { return *a.s_ == b; }
-  friend bool operator==(const Name& a, const std::string& b) noexcept { return *a.s_ == b; }
+  friend bool operator==(const Name& a, const Name& b) noexcept { return a.id_ == b.id_; }
+  friend bool operator==(const Name& a, std::string_view b) noexcept { return a.str() == b; }
+  friend bool operator==(const Name& a, const char* b) noexcept { return a.str() == b; }
+  friend bool operator==(const Name& a, const std::string& b) noexcept { return a.str() == b; }
   friend std::strong_ordering operator<=>(const Name& a, const Name& b) noexcept {
-    return a.s_ == b.s_ ? std::strong_ordering::equal : *a.s_ <=> *b.s_;
+    return a.id_ == b.id_ ? std::strong_ordering::equal : a.str() <=> b.str();
   }
-  friend std::string operator+(const std::string& a, const Name& b) { return a + *b.s_; }
-  friend std::string operator+(const Name& a, const std::string& b) { return *a.s_ + b; }
-  friend std::string operator+(const char* a, const Name& b) { return a + *b.s_; }
-  friend std::string operator+(const Name& a, const char* b) { return *a.s_ + b; }
-  friend std::ostream& operator<<(std::ostream& out, const Name& n) { return out << *n.s_; }
+  friend std::string operator+(const std::string& a, const Name& b) { return a + b.str(); }
+  friend std::string operator+(const Name& a, const std::string& b) { return a.str() + b; }
+  friend std::string operator+(const char* a, const Name& b) { return a + b.str(); }
+  friend std::string operator+(const Name& a, const char* b) { return a.str() + b; }
+  friend std::ostream& operator<<(std::ostream& out, const Name& n) { return out << n.str(); }
 
  private:
-  static const std::string& empty_string() noexcept;
-  const std::string* s_;
+  std::uint32_t id_ = 0;  // 0: the empty name
 };
 
 // The entry a step or an expectation names: (key, namespace).
@@ -171,6 +199,85 @@ bool is_ttl_state(const std::string& name);
 // states), written in brackets even with one element.
 bool has_sequence_values(const std::string& name);
 
+// The numbers one step carries (put's value, a list's elements): one inline, more on the
+// heap, sixteen bytes either way. Reads like a std::vector<std::int64_t>; converts to and
+// compares with a StateValue.
+class StepValues {
+ public:
+  StepValues() noexcept : one_(0) {}
+  StepValues(std::initializer_list<std::int64_t> v) : StepValues() { assign(v.begin(), v.size()); }
+  StepValues(const StateValue& v) : StepValues() { assign(v.data(), v.size()); }  // NOLINT
+  StepValues(const StepValues& o) : StepValues() { assign(o.begin(), o.size_); }
+  StepValues(StepValues&& o) noexcept : one_(o.one_), size_(o.size_) { o.release(); }
+  StepValues& operator=(const StepValues& o) {
+    if (this != &o) assign(o.begin(), o.size_);
+    return *this;
+  }
+  StepValues& operator=(StepValues&& o) noexcept {
+    if (this != &o) {
+      free();
+      one_ = o.one_;
+      size_ = o.size_;
+      o.release();
+    }
+    return *this;
+  }
+  ~StepValues() { free(); }
+
+  bool empty() const noexcept { return size_ == 0; }
+  std::size_t size() const noexcept { return size_; }
+  std::int64_t* begin() noexcept { return size_ <= 1 ? &one_ : many_; }
+  std::int64_t* end() noexcept { return begin() + size_; }
+  const std::int64_t* begin() const noexcept { return size_ <= 1 ? &one_ : many_; }
+  const std::int64_t* end() const noexcept { return begin() + size_; }
+  std::int64_t& operator[](std::size_t i) noexcept { return begin()[i]; }
+  const std::int64_t& operator[](std::size_t i) const noexcept { return begin()[i]; }
+  void clear() noexcept { resize(0); }
+  void pop_back() noexcept { resize(size_ - 1); }
+  void resize(std::size_t n) {  // new elements are 0
+    const StateValue old(begin(), end());
+    StateValue now(n, 0);
+    std::copy_n(old.begin(), std::min(n, old.size()), now.begin());
+    assign(now.data(), now.size());
+  }
+  operator StateValue() const { return StateValue(begin(), end()); }  // NOLINT
+
+  friend bool operator==(const StepValues& a, const StepValues& b) noexcept {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  }
+  friend bool operator==(const StepValues& a, const StateValue& b) noexcept {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  }
+
+ private:
+  void assign(const std::int64_t* p, std::size_t n) {
+    if (n > 0xffffffffu) throw std::length_error("StepValues: too many values");
+    std::int64_t* many = n > 1 ? new std::int64_t[n] : nullptr;
+    if (many != nullptr) std::copy_n(p, n, many);
+    const std::int64_t one = n == 1 ? *p : 0;
+    free();
+    if (many != nullptr) {
+      many_ = many;
+    } else {
+      one_ = one;
+    }
+    size_ = static_cast<std::uint32_t>(n);
+  }
+  void free() noexcept {
+    if (size_ > 1) delete[] many_;
+  }
+  void release() noexcept {
+    one_ = 0;
+    size_ = 0;
+  }
+
+  union {
+    std::int64_t one_;    // size_ <= 1
+    std::int64_t* many_;  // size_ > 1: size_ elements
+  };
+  std::uint32_t size_ = 0;
+};
+
 // What only a few actions carry: visit's salt, restore's ranges, merge's sources.
 struct ActionExtras {
   std::uint64_t salt = 0;             // visit: which entries the visitor replaces or removes
@@ -210,27 +317,27 @@ class Sparse {
 };
 
 struct Action {
-  // Small fields first: a scenario holds one Action per step line.
+  // Packed without holes: a scenario holds one Action per step line.
   ActionKind kind = ActionKind::get;
   Mutation mutation = Mutation::append;  // get_mutable
   StateOp op = StateOp::get;             // backend state actions
   std::uint32_t budget = 0;  // visit: buckets; step: entries, 0 = all that are left; cleanup
-  EntryKey entry{0, 0};      // keyed writer operations
-  std::int64_t x = 0;        // get_mutable, transform (append x); advance: ms
   Name snapshot;             // snapshot, cancel, keep, release; checkpoint, restore
   Name state;                // backend state actions: the state's name
-  StateValue value;          // put, put_and_get_old; backend: values and list elements
+  EntryKey entry{0, 0};      // keyed writer operations
+  std::int64_t x = 0;        // get_mutable, transform (append x); advance: ms
+  StepValues value;          // put, put_and_get_old; backend: values and list elements
   Sparse<ActionExtras> extras;
   bool operator==(const Action&) const = default;
 };
 
 // One step line (or one `;`-separated part of it).
 struct StepLine {
-  Name task;  // writer, releaser, or a snapshot's name
-  Action action;
+  Name task;     // writer, releaser, or a snapshot's name
   Name pause;    // yield point the step stops at; empty: the step runs to its end
   int line = 0;  // source position, not part of equality
   int column = 0;
+  Action action;
   bool operator==(const StepLine& o) const {
     return task == o.task && action == o.action && pause == o.pause;
   }
@@ -350,6 +457,13 @@ struct ParseError {
 // step line is an error: there would be nothing to run.
 std::optional<Scenario> parse_scenario(std::string_view text, const std::string& file,
                                        ParseError* error);
+// The same from a stream read line by line, so the text is never held whole; `items_max`
+// bounds the items it can make (scenario_items_max() of its text) and sizes the item array
+// once.
+std::optional<Scenario> parse_scenario(std::istream& in, std::size_t items_max,
+                                       const std::string& file, ParseError* error);
+// Lines plus `;` separators plus one: no scenario of this text has more items.
+std::size_t scenario_items_max(std::string_view text);
 // Writes a scenario in the same format; `header` lines are written first as comments.
 std::string print_scenario(const Scenario& scenario, const std::string& header = "");
 // One step line as written after `task:` ("put k=1 v=10 pause at map.insert_new").
