@@ -395,62 +395,93 @@ class Parser {
     while (peek().kind != Tok::end) {
       const Token key = want_word("a setting (capacity=, hash=, schedule=, ...)");
       want_punct("=");
-      if (key.text == "capacity" || key.text == "initial_capacity") {
-        c.initial_capacity = positive("a capacity (a positive number)", kAllocatedMax);
-      } else if (key.text == "min_capacity") {
-        c.min_capacity = positive("a capacity (a positive number)", kAllocatedMax);
-      } else if (key.text == "max_capacity") {
-        c.max_capacity = positive("a capacity (a positive number)", 1u << 30);
-      } else if (key.text == "hash") {
-        const Token v = want_word("'default' or 'identity'");
-        if (v.text != "default" && v.text != "identity") fail(v, "'default' or 'identity'");
-        c.identity_hash = v.text == "identity";
-      } else if (key.text == "schedule") {
-        const Token v = want_word("'fixed' or 'free'");
-        if (v.text != "fixed" && v.text != "free") fail(v, "'fixed' or 'free'");
-        c.fixed_schedule = v.text == "fixed";
-      } else if (key.text == "seed") {
-        c.seed = number<std::uint64_t>("a seed (a number)");
-      } else if (key.text == "strategy") {
-        const Token v = want_word("'random' or 'pct'");
-        if (v.text != "random" && v.text != "pct") fail(v, "'random' or 'pct'");
-        c.strategy = v.text;
-      } else if (key.text == "pct_depth") {
-        c.pct_depth = positive("a PCT depth (a positive number)", 64);
-      } else if (key.text == "workload") {
-        const Token v = want_word("'map' or 'backend'");
-        if (v.text != "map" && v.text != "backend") fail(v, "'map' or 'backend'");
-        c.backend = v.text == "backend";
-        c.workload = v.text;
-      } else if (key.text == "max_parallelism") {
-        c.max_parallelism = static_cast<std::int32_t>(
-            positive("a max parallelism (a positive number)", kMaxParallelism));
-      } else if (key.text == "key_groups") {
-        c.key_groups = group_range("a key-group range FIRST-LAST");
-      } else if (key.text == "ttl") {
-        c.ttl_ms = bounded("a TTL in ms", 1, kMaxTtl);
-      } else if (key.text == "ttl_update") {
-        c.ttl_read_refresh = choice("'write' or 'read'", "write", "read");
-      } else if (key.text == "ttl_visibility") {
-        c.ttl_return_expired = choice("'never' or 'expired'", "never", "expired");
-      } else if (key.text == "ttl_cleanup") {
-        if (peek().kind == Tok::word && peek().text == "none") {
-          next();
-          c.ttl_cleanup = 0;
-        } else {
-          c.ttl_cleanup = positive("an incremental cleanup size or 'none'", kAllocatedMax);
-        }
-      } else if (key.text == "ttl_key_switch") {
-        c.ttl_key_switch = choice("'off' or 'on'", "off", "on");
-      } else if (key.text == "ttl_full_snapshot") {
-        c.ttl_full_snapshot = choice("'off' or 'on'", "off", "on");
-      } else {
+      if (!schedule_setting(key.text, c) && !map_setting(key.text, c) &&
+          !backend_setting(key.text, c)) {
         fail(key,
              "a setting (capacity, min_capacity, max_capacity, hash, schedule, seed, strategy, "
              "pct_depth, workload, max_parallelism, key_groups, ttl, ttl_update, "
              "ttl_visibility, ttl_cleanup, ttl_key_switch, ttl_full_snapshot)");
       }
     }
+    check_config(c);
+  }
+
+  // The value of a `schedule`, `seed`, `strategy`, `pct_depth` or `workload` setting; false
+  // for another key.
+  bool schedule_setting(const std::string& key, ScenarioConfig& c) {
+    if (key == "schedule") {
+      const Token v = want_word("'fixed' or 'free'");
+      if (v.text != "fixed" && v.text != "free") fail(v, "'fixed' or 'free'");
+      c.fixed_schedule = v.text == "fixed";
+    } else if (key == "seed") {
+      c.seed = number<std::uint64_t>("a seed (a number)");
+    } else if (key == "strategy") {
+      const Token v = want_word("'random' or 'pct'");
+      if (v.text != "random" && v.text != "pct") fail(v, "'random' or 'pct'");
+      c.strategy = v.text;
+    } else if (key == "pct_depth") {
+      c.pct_depth = positive("a PCT depth (a positive number)", 64);
+    } else if (key == "workload") {
+      const Token v = want_word("'map' or 'backend'");
+      if (v.text != "map" && v.text != "backend") fail(v, "'map' or 'backend'");
+      c.backend = v.text == "backend";
+      c.workload = v.text;
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  // The value of a map's capacity or hash setting; false for another key.
+  bool map_setting(const std::string& key, ScenarioConfig& c) {
+    if (key == "capacity" || key == "initial_capacity") {
+      c.initial_capacity = positive("a capacity (a positive number)", kAllocatedMax);
+    } else if (key == "min_capacity") {
+      c.min_capacity = positive("a capacity (a positive number)", kAllocatedMax);
+    } else if (key == "max_capacity") {
+      c.max_capacity = positive("a capacity (a positive number)", 1u << 30);
+    } else if (key == "hash") {
+      const Token v = want_word("'default' or 'identity'");
+      if (v.text != "default" && v.text != "identity") fail(v, "'default' or 'identity'");
+      c.identity_hash = v.text == "identity";
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  // The value of a backend setting (key groups, TTL); false for another key.
+  bool backend_setting(const std::string& key, ScenarioConfig& c) {
+    if (key == "max_parallelism") {
+      c.max_parallelism = static_cast<std::int32_t>(
+          positive("a max parallelism (a positive number)", kMaxParallelism));
+    } else if (key == "key_groups") {
+      c.key_groups = group_range("a key-group range FIRST-LAST");
+    } else if (key == "ttl") {
+      c.ttl_ms = bounded("a TTL in ms", 1, kMaxTtl);
+    } else if (key == "ttl_update") {
+      c.ttl_read_refresh = choice("'write' or 'read'", "write", "read");
+    } else if (key == "ttl_visibility") {
+      c.ttl_return_expired = choice("'never' or 'expired'", "never", "expired");
+    } else if (key == "ttl_cleanup") {
+      if (peek().kind == Tok::word && peek().text == "none") {
+        next();
+        c.ttl_cleanup = 0;
+      } else {
+        c.ttl_cleanup = positive("an incremental cleanup size or 'none'", kAllocatedMax);
+      }
+    } else if (key == "ttl_key_switch") {
+      c.ttl_key_switch = choice("'off' or 'on'", "off", "on");
+    } else if (key == "ttl_full_snapshot") {
+      c.ttl_full_snapshot = choice("'off' or 'on'", "off", "on");
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  // The rules between settings of one config line.
+  void check_config(const ScenarioConfig& c) {
     const ScenarioConfig d;
     const bool ttl_set = c.ttl_read_refresh != d.ttl_read_refresh ||
                          c.ttl_return_expired != d.ttl_return_expired ||
@@ -608,21 +639,7 @@ class Parser {
       }
       e.target = name.text;
     } else if (what.text == "copied") {
-      if (scenario_.config.backend)
-        fail(what, "an expectation of the backend workload", "'copied'");
-      if (!scenario_.config.fixed_schedule) {
-        fail(what, "an expectation that holds in any interleaving",
-             "'copied' in a free schedule (it needs schedule=fixed)");
-      }
-      e.kind = ExpectKind::copied;
-      if (peek().kind == Tok::word && peek().text == "nothing") {
-        next();
-      } else {
-        assignment("entries");
-        e.copied_entries = key_set();
-        assignment("states");
-        e.copied_states = key_set();
-      }
+      copied_expectation(what, e);
     } else if (what.text == "versions") {
       if (scenario_.config.backend)
         fail(what, "an expectation of the backend workload", "'versions'");
@@ -646,24 +663,47 @@ class Parser {
       next();
       e.target = check.text;
     } else {
-      e.kind = ExpectKind::image;
-      if (what.text != "live" && !snapshots_.count(what.text)) {
-        fail(what, "'live' or a snapshot started above (" + known_snapshots() + ")");
-      }
-      e.target = what.text;
-      if (scenario_.config.backend) {
-        if (peek().kind == Tok::word && peek().text == "into") {
-          if (what.text == "live") fail(peek(), "'s='", "'into' after 'live'");
-          next();
-          e.into = target_range("a key-group range FIRST-LAST");
-        }
-        assignment("s");
-        e.state = state_name(nullptr);
-      }
-      want_punct("=");
-      e.image = image();
+      image_expectation(what, e);
     }
     scenario_.items.emplace_back(std::move(e));
+  }
+
+  // `expect copied entries={...} states={...}` or `expect copied nothing`, after `copied`.
+  void copied_expectation(const Token& what, Expectation& e) {
+    if (scenario_.config.backend) fail(what, "an expectation of the backend workload", "'copied'");
+    if (!scenario_.config.fixed_schedule) {
+      fail(what, "an expectation that holds in any interleaving",
+           "'copied' in a free schedule (it needs schedule=fixed)");
+    }
+    e.kind = ExpectKind::copied;
+    if (peek().kind == Tok::word && peek().text == "nothing") {
+      next();
+      return;
+    }
+    assignment("entries");
+    e.copied_entries = key_set();
+    assignment("states");
+    e.copied_states = key_set();
+  }
+
+  // `expect NAME|live [into RANGE] [s=STATE] = {...}`, after the name.
+  void image_expectation(const Token& what, Expectation& e) {
+    e.kind = ExpectKind::image;
+    if (what.text != "live" && !snapshots_.count(what.text)) {
+      fail(what, "'live' or a snapshot started above (" + known_snapshots() + ")");
+    }
+    e.target = what.text;
+    if (scenario_.config.backend) {
+      if (peek().kind == Tok::word && peek().text == "into") {
+        if (what.text == "live") fail(peek(), "'s='", "'into' after 'live'");
+        next();
+        e.into = target_range("a key-group range FIRST-LAST");
+      }
+      assignment("s");
+      e.state = state_name(nullptr);
+    }
+    want_punct("=");
+    e.image = image();
   }
 
   std::string known_snapshots() const {
@@ -849,22 +889,8 @@ class Parser {
         {"checkpoint", ActionKind::checkpoint},
         {"restore", ActionKind::restore}};
     const bool ttl = scenario_.config.ttl_ms != 0;
+    if (ttl && verb.text == "cleanup") return cleanup_action(a);
     auto it = kWriter.find(verb.text);
-    if (ttl && verb.text == "cleanup") {
-      a.kind = ActionKind::cleanup;
-      assignment("s");
-      const Token t = peek();
-      a.state = state_name(nullptr);
-      if (!is_ttl_state(a.state)) fail(t, "a state with TTL (count, events or attrs)");
-      assignment("n");
-      if (peek().kind == Tok::word && peek().text == "all") {
-        next();
-        a.budget = 0;  // every entry, then nothing expired may remain
-      } else {
-        a.budget = positive("a number of entries to visit or 'all'", kAllocatedMax);
-      }
-      return;
-    }
     if (it == kWriter.end()) {
       fail(verb, std::string("a writer action of the backend workload (value, list, map, "
                              "reducing, aggregating, checkpoint, restore, ") +
@@ -877,43 +903,64 @@ class Parser {
       a.snapshot = name.text;
       return;
     }
-    if (a.kind == ActionKind::restore) {
-      const Token name = want_word("a checkpoint name");
-      if (!snapshots_.count(name.text)) {
-        fail(name, "a checkpoint started above (" + known_snapshots() + ")");
-      }
-      a.snapshot = name.text;
-      want_keyword("into");
-      a.extras.set().into = target_range("a key-group range FIRST-LAST");
-      if (peek().kind == Tok::word && peek().text == "and") {
-        next();
-        const Token second = peek();
-        ActionExtras& ranges = a.extras.set();
-        ranges.also = target_range("a second key-group range FIRST-LAST");
-        const GroupRange& into = ranges.into;
-        const GroupRange& also = ranges.also;
-        if (also.first <= into.last && into.first <= also.last) {
-          fail(second,
-               "a second range apart from the first (" + std::to_string(into.first) + "-" +
-                   std::to_string(into.last) +
-                   "): the two backends of a split own "
-                   "distinct key groups",
-               "'" + std::to_string(also.first) + "-" + std::to_string(also.last) + "'");
-        }
-        if (peek().kind == Tok::word && peek().text == "then") {
-          next();
-          want_keyword("merge");
-          a.extras.set().merge_back = true;
-        }
-      }
-      return;
-    }
+    if (a.kind == ActionKind::restore) return restore_action(a);
     assignment("s");
     a.state = state_name(&a.kind);
     keyed(a);
+    a.op = state_op(a.kind);
+    state_operands(a);
+  }
+
+  // `cleanup s=STATE n=N|all`.
+  void cleanup_action(Action& a) {
+    a.kind = ActionKind::cleanup;
+    assignment("s");
+    const Token t = peek();
+    a.state = state_name(nullptr);
+    if (!is_ttl_state(a.state)) fail(t, "a state with TTL (count, events or attrs)");
+    assignment("n");
+    if (peek().kind == Tok::word && peek().text == "all") {
+      next();
+      a.budget = 0;  // every entry, then nothing expired may remain
+    } else {
+      a.budget = positive("a number of entries to visit or 'all'", kAllocatedMax);
+    }
+  }
+
+  // `restore NAME into RANGE [and RANGE [then merge]]`, after the verb.
+  void restore_action(Action& a) {
+    const Token name = want_word("a checkpoint name");
+    if (!snapshots_.count(name.text)) {
+      fail(name, "a checkpoint started above (" + known_snapshots() + ")");
+    }
+    a.snapshot = name.text;
+    want_keyword("into");
+    a.extras.set().into = target_range("a key-group range FIRST-LAST");
+    if (peek().kind != Tok::word || peek().text != "and") return;
+    next();
+    const Token second = peek();
+    ActionExtras& ranges = a.extras.set();
+    ranges.also = target_range("a second key-group range FIRST-LAST");
+    const GroupRange& into = ranges.into;
+    const GroupRange& also = ranges.also;
+    if (also.first <= into.last && into.first <= also.last) {
+      fail(second,
+           "a second range apart from the first (" + std::to_string(into.first) + "-" +
+               std::to_string(into.last) + "): the two backends of a split own distinct key groups",
+           "'" + std::to_string(also.first) + "-" + std::to_string(also.last) + "'");
+    }
+    if (peek().kind == Tok::word && peek().text == "then") {
+      next();
+      want_keyword("merge");
+      ranges.merge_back = true;
+    }
+  }
+
+  // The operation word of a state action: one the state's kind has.
+  StateOp state_op(ActionKind kind) {
     const Token op = want_word("an operation");
-    auto ops = [&]() -> std::vector<StateOp> {
-      switch (a.kind) {
+    const std::vector<StateOp> ops = [&]() -> std::vector<StateOp> {
+      switch (kind) {
         case ActionKind::value_state:
           return {StateOp::update, StateOp::get, StateOp::clear};
         case ActionKind::list_state:
@@ -926,16 +973,15 @@ class Parser {
       }
     }();
     std::string names;
-    bool known = false;
     for (StateOp o : ops) {
+      if (op.text == state_op_name(o)) return o;
       names += (names.empty() ? "" : ", ") + std::string(state_op_name(o));
-      if (op.text == state_op_name(o)) {
-        a.op = o;
-        known = true;
-      }
     }
-    if (!known)
-      fail(op, "an operation of a " + std::string(action_name(a.kind)) + " state (" + names + ")");
+    fail(op, "an operation of a " + std::string(action_name(kind)) + " state (" + names + ")");
+  }
+
+  // What follows a state action's operation word: its number, values or sources.
+  void state_operands(Action& a) {
     switch (a.op) {
       case StateOp::update:
         if (a.kind == ActionKind::list_state) {
