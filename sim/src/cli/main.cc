@@ -199,6 +199,51 @@ void print_summary_json(const CampaignOptions& o, const std::string& id, const C
   std::cout << summary.dump() << std::endl;
 }
 
+// The campaign's first line: a JSON header, or the settings and the first run's options.
+void print_campaign_header(const FuzzArgs& a, const nlohmann::json& campaign,
+                           const std::string& id) {
+  const CampaignOptions& o = a.campaign;
+  if (a.json) {
+    std::cout << nlohmann::json{{"type", "campaign"},
+                                {"tool", "cowstate"},
+                                {"command", "fuzz"},
+                                {"version", version_line()},
+                                {"campaign_id", id},
+                                {"campaign", campaign},
+                                {"shard", {{"index", o.shard_index}, {"count", o.shard_count}}}}
+                     .dump()
+              << std::endl;
+    return;
+  }
+  std::printf(
+      "cowstate fuzz: seed %llu, %s, strategy %s, %u ops per run, shard %u/%u, "
+      "workload %s, stop after %s\n",
+      static_cast<unsigned long long>(o.seed), budget_text(o).c_str(), o.strategy.c_str(), o.ops,
+      o.shard_index, o.shard_count, a.workload.c_str(),
+      o.max_failures == 0
+          ? "no failure (--keep-going)"
+          : (std::to_string(o.max_failures) + " failure" + (o.max_failures == 1 ? "" : "s"))
+                .c_str());
+  const CaseSpec first = case_for_run(o, o.shard_index);
+  std::printf("first run: seed %llu options %s\n", static_cast<unsigned long long>(first.seed),
+              case_options(first).c_str());
+}
+
+// The progress line on a terminal, rewritten in place.
+void print_progress(const CampaignOptions& o, const CampaignSummary& s) {
+  std::fprintf(stderr, "\r  runs %llu  steps/s %.0f  snapshots checked %llu  failures %llu  %.1f",
+               static_cast<unsigned long long>(s.runs),
+               s.seconds > 0 ? static_cast<double>(s.totals.steps) / s.seconds : 0.0,
+               static_cast<unsigned long long>(s.totals.snapshots_checked),
+               static_cast<unsigned long long>(s.failures), s.seconds);
+  if (o.time_seconds > 0) {
+    std::fprintf(stderr, "/%s s   ", cowstate::cli::bound_text(o.time_seconds).c_str());
+  } else {
+    std::fprintf(stderr, " s, run %llu/%llu   ", static_cast<unsigned long long>(s.runs),
+                 static_cast<unsigned long long>(o.runs));
+  }
+}
+
 int cmd_fuzz(FuzzArgs a) {
   CampaignOptions& o = a.campaign;
   if (!parse_shard(a.shard, "fuzz", &o.shard_index, &o.shard_count)) return kExitUsage;
@@ -214,30 +259,7 @@ int cmd_fuzz(FuzzArgs a) {
   nlohmann::json campaign = campaign_json(o);
   if (!a.mutant.empty()) campaign["mutant"] = a.mutant;
   const std::string id = cowstate::cli::campaign_id(campaign);
-  const CaseSpec first = case_for_run(o, o.shard_index);
-  if (a.json) {
-    std::cout << nlohmann::json{{"type", "campaign"},
-                                {"tool", "cowstate"},
-                                {"command", "fuzz"},
-                                {"version", version_line()},
-                                {"campaign_id", id},
-                                {"campaign", campaign},
-                                {"shard", {{"index", o.shard_index}, {"count", o.shard_count}}}}
-                     .dump()
-              << std::endl;
-  } else {
-    std::printf(
-        "cowstate fuzz: seed %llu, %s, strategy %s, %u ops per run, shard %u/%u, "
-        "workload %s, stop after %s\n",
-        static_cast<unsigned long long>(o.seed), budget_text(o).c_str(), o.strategy.c_str(), o.ops,
-        o.shard_index, o.shard_count, a.workload.c_str(),
-        o.max_failures == 0
-            ? "no failure (--keep-going)"
-            : (std::to_string(o.max_failures) + " failure" + (o.max_failures == 1 ? "" : "s"))
-                  .c_str());
-    std::printf("first run: seed %llu options %s\n", static_cast<unsigned long long>(first.seed),
-                case_options(first).c_str());
-  }
+  print_campaign_header(a, campaign, id);
   const bool tty = isatty(2) != 0 && !a.json;
   FailureTally tally;
   auto on_start = [&a](CaseSpec spec) {
@@ -254,18 +276,7 @@ int cmd_fuzz(FuzzArgs a) {
     }
   };
   auto on_progress = [&](const CampaignSummary& s) {
-    if (!tty) return;
-    std::fprintf(stderr, "\r  runs %llu  steps/s %.0f  snapshots checked %llu  failures %llu  %.1f",
-                 static_cast<unsigned long long>(s.runs),
-                 s.seconds > 0 ? static_cast<double>(s.totals.steps) / s.seconds : 0.0,
-                 static_cast<unsigned long long>(s.totals.snapshots_checked),
-                 static_cast<unsigned long long>(s.failures), s.seconds);
-    if (o.time_seconds > 0) {
-      std::fprintf(stderr, "/%s s   ", cowstate::cli::bound_text(o.time_seconds).c_str());
-    } else {
-      std::fprintf(stderr, " s, run %llu/%llu   ", static_cast<unsigned long long>(s.runs),
-                   static_cast<unsigned long long>(o.runs));
-    }
+    if (tty) print_progress(o, s);
   };
   const CampaignSummary s = run_campaign(o, on_start, on_run, on_progress);
   if (tty) std::fprintf(stderr, "\n");
@@ -632,30 +643,20 @@ void add_fuzz(CLI::App& app, FuzzArgs& a) {
                       "stop after this many failing runs (unbounded with --keep-going)");
 }
 
-}  // namespace
+struct ReplayArgs {
+  std::string file;
+  bool timing = false;
+};
 
-int main(int argc, char** argv) {
-  cowstate::cli::set_invoked_as(argc > 0 ? argv[0] : nullptr);
-  CLI::App app{
-      "cowstate: deterministic simulation testbed for the copy-on-write state map and the keyed "
-      "state backend.\n"
-      "Exit codes: 0 pass, 1 correctness failure, 2 bad input or usage, 3 crash or assertion "
-      "caught, 4 stuck schedule (step bound hit)."};
-  app.require_subcommand(1);
-  cowstate::cli::add_version_flag(app, "cowstate");
+void add_replay(CLI::App& app, ReplayArgs& a) {
+  auto* r = app.add_subcommand("replay", "rerun a recorded failing case exactly");
+  r->add_option("FILE", a.file, "case file written by fuzz --out")->required();
+  r->add_flag("--timing", a.timing, "also print how long the run took");
+}
+
+void add_mutants(CLI::App& app, cowstate::cli::KillMatrixOptions& matrix) {
   using cowstate::cli::seconds_option;
   using cowstate::cli::unsigned_option;
-
-  FuzzArgs fuzz;
-  add_fuzz(app, fuzz);
-
-  std::string replay_file;
-  bool replay_timing = false;
-  auto* r = app.add_subcommand("replay", "rerun a recorded failing case exactly");
-  r->add_option("FILE", replay_file, "case file written by fuzz --out")->required();
-  r->add_flag("--timing", replay_timing, "also print how long the run took");
-
-  cowstate::cli::KillMatrixOptions matrix;
   auto* m = app.add_subcommand("mutants",
                                "fuzz every planted bug and report time to kill (mutants build)");
   seconds_option(m, "--time-per-mutant", matrix.seconds_per_mutant, 0.001, 86400,
@@ -668,54 +669,97 @@ int main(int argc, char** argv) {
   m->add_option("--out", matrix.out_dir, "directory for the shrunk scenario of each kill");
   seconds_option(m, "--shrink-seconds", matrix.shrink_seconds, 0, 86400,
                  "time to shrink each kill (0: no shrink)");
+}
 
-  std::vector<std::string> run_files;
-  std::string run_mutant;
-  bool run_trace = false, run_timing = false;
+struct RunArgs {
+  std::vector<std::string> files;
+  std::string mutant;
+  bool trace = false;
+  bool timing = false;
+};
+
+void add_run(CLI::App& app, RunArgs& a) {
   auto* rn = app.add_subcommand("run", "run scenario files and check their expectations");
-  rn->add_option("FILE", run_files, "scenario files")->required();
-  rn->add_option("--mutant", run_mutant,
+  rn->add_option("FILE", a.files, "scenario files")->required();
+  rn->add_option("--mutant", a.mutant,
                  "run under a planted bug (mutants build); `kills`: the one the file names");
-  rn->add_flag("--trace", run_trace, "print every trace line (the same bytes in every build)");
-  rn->add_flag("--timing", run_timing, "also print how long each file took");
+  rn->add_flag("--trace", a.trace, "print every trace line (the same bytes in every build)");
+  rn->add_flag("--timing", a.timing, "also print how long each file took");
+}
 
-  ExploreArgs explore_args;
+void add_explore(CLI::App& app, ExploreArgs& a) {
+  using cowstate::cli::seconds_option;
+  using cowstate::cli::unsigned_option;
   auto* ex = app.add_subcommand("explore", "run every interleaving of a scenario within bounds");
-  ex->add_option("FILE", explore_args.file, "scenario file")->required();
-  unsigned_option(ex, "--preemption-bound", explore_args.options.preemption_bound, 0, 64,
+  ex->add_option("FILE", a.file, "scenario file")->required();
+  unsigned_option(ex, "--preemption-bound", a.options.preemption_bound, 0, 64,
                   "most preemptions per schedule");
-  unsigned_option(ex, "--max-schedules", explore_args.options.max_schedules, 1,
-                  std::uint64_t{1} << 40, "stop after this many");
-  ex->add_option("--mutant", explore_args.mutant, "explore under a planted bug (mutants build)");
-  ex->add_option("--out", explore_args.out_dir, "directory for shrunk failing scenarios")
+  unsigned_option(ex, "--max-schedules", a.options.max_schedules, 1, std::uint64_t{1} << 40,
+                  "stop after this many");
+  ex->add_option("--mutant", a.mutant, "explore under a planted bug (mutants build)");
+  ex->add_option("--out", a.out_dir, "directory for shrunk failing scenarios")
       ->capture_default_str();
-  seconds_option(ex, "--shrink-seconds", explore_args.shrink_seconds, 0, 86400,
+  seconds_option(ex, "--shrink-seconds", a.shrink_seconds, 0, 86400,
                  "time to shrink each failure (0: no shrink)");
-  unsigned_option(ex, "--show", explore_args.show, 0, 1000000,
-                  "distinct failures to print and shrink");
-  unsigned_option(ex, "--split-depth", explore_args.options.split_depth, 0, 16,
+  unsigned_option(ex, "--show", a.show, 0, 1000000, "distinct failures to print and shrink");
+  unsigned_option(ex, "--split-depth", a.options.split_depth, 0, 16,
                   "subtrees below the first D branching decisions, each with its own dedup "
                   "table (needed by --shard; 0: one table for the whole space)");
-  ex->add_option("--shard", explore_args.shard,
+  ex->add_option("--shard", a.shard,
                  "I/N: explore only subtrees k with k mod N == I (with --split-depth)")
       ->capture_default_str();
-  ex->add_flag("--json", explore_args.json,
+  ex->add_flag("--json", a.json,
                "JSON lines on stdout: a campaign header, one line per subtree and per failing "
                "schedule, a summary");
+}
 
-  std::string explain_file, explain_format = "text", explain_out;
+struct ExplainArgs {
+  std::string file;
+  std::string format = "text";
+  std::string out;
+};
+
+void add_explain(CLI::App& app, ExplainArgs& a) {
   auto* xp = app.add_subcommand("explain", "narrate a scenario step by step, for learners");
-  xp->add_option("FILE", explain_file, "scenario file")->required();
-  xp->add_option("--format", explain_format, "text (stdout) or dot (one graph per step)")
+  xp->add_option("FILE", a.file, "scenario file")->required();
+  xp->add_option("--format", a.format, "text (stdout) or dot (one graph per step)")
       ->check(CLI::IsMember({"text", "dot"}))
       ->capture_default_str();
-  xp->add_option("--out", explain_out, "directory for dot files (default explain-<stem>/)");
+  xp->add_option("--out", a.out, "directory for dot files (default explain-<stem>/)");
+}
 
-  cowstate::cli::MergeArgs merge_args;
+void add_merge(CLI::App& app, cowstate::cli::MergeArgs& a) {
   auto* mg = app.add_subcommand(
       "merge", "merge the JSON lines of a campaign's shards and check they cover it exactly once");
-  mg->add_option("FILE", merge_args.files, "shard files (fuzz/explore --json); - or none: stdin");
-  mg->add_flag("--json", merge_args.json, "one JSON summary line instead of text");
+  mg->add_option("FILE", a.files, "shard files (fuzz/explore --json); - or none: stdin");
+  mg->add_flag("--json", a.json, "one JSON summary line instead of text");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cowstate::cli::set_invoked_as(argc > 0 ? argv[0] : nullptr);
+  CLI::App app{
+      "cowstate: deterministic simulation testbed for the copy-on-write state map and the keyed "
+      "state backend.\n"
+      "Exit codes: 0 pass, 1 correctness failure, 2 bad input or usage, 3 crash or assertion "
+      "caught, 4 stuck schedule (step bound hit)."};
+  app.require_subcommand(1);
+  cowstate::cli::add_version_flag(app, "cowstate");
+  FuzzArgs fuzz;
+  add_fuzz(app, fuzz);
+  ReplayArgs replay;
+  add_replay(app, replay);
+  cowstate::cli::KillMatrixOptions matrix;
+  add_mutants(app, matrix);
+  RunArgs run;
+  add_run(app, run);
+  ExploreArgs explore;
+  add_explore(app, explore);
+  ExplainArgs explain;
+  add_explain(app, explain);
+  cowstate::cli::MergeArgs merge;
+  add_merge(app, merge);
 
   if (!known_subcommand(app, argc, argv)) return kExitUsage;
   try {
@@ -725,12 +769,13 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : kExitUsage;
   }
   cowstate::cli::prepare_output();
-  if (app.got_subcommand("fuzz")) return cmd_fuzz(fuzz);
-  if (*r) return cmd_replay(replay_file, replay_timing);
-  if (*rn) return cmd_run(run_files, run_mutant, run_trace, run_timing);
-  if (*ex) return cmd_explore(explore_args);
-  if (*xp) return cmd_explain(explain_file, explain_format, explain_out);
-  if (*m) return cowstate::cli::run_kill_matrix(matrix);
-  if (*mg) return cowstate::cli::run_merge(merge_args);
+  const auto got = [&app](const char* name) { return app.got_subcommand(name); };
+  if (got("fuzz")) return cmd_fuzz(fuzz);
+  if (got("replay")) return cmd_replay(replay.file, replay.timing);
+  if (got("run")) return cmd_run(run.files, run.mutant, run.trace, run.timing);
+  if (got("explore")) return cmd_explore(explore);
+  if (got("explain")) return cmd_explain(explain.file, explain.format, explain.out);
+  if (got("mutants")) return cowstate::cli::run_kill_matrix(matrix);
+  if (got("merge")) return cowstate::cli::run_merge(merge);
   return kExitUsage;
 }
