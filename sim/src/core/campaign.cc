@@ -128,10 +128,87 @@ std::string format_case(const CaseSpec& spec) {
   return out.str();
 }
 
+namespace {
+
+bool parse_u64(const std::string& v, std::uint64_t* out) {
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), *out);
+  return ec == std::errc() && p == v.data() + v.size();
+}
+
+// 16 hex digits; a bare 0 (unknown) is what hand-written cases may say.
+bool parse_trace_hash(const std::string& v, std::uint64_t* out) {
+  if (v == "0") {
+    *out = 0;
+    return true;
+  }
+  return v.size() == 16 && v.find_first_not_of("0123456789abcdef") == std::string::npos &&
+         std::from_chars(v.data(), v.data() + 16, *out, 16).ec == std::errc();
+}
+
+// The lines of a case file, one `key value` at a time, into a CaseSpec.
+struct CaseReader {
+  CaseSpec spec;
+  bool have_seed = false;
+  bool have_options = false;
+
+  // What is wrong with the line; empty when it was read.
+  std::string read(const std::string& key, const std::string& value) {
+    std::uint64_t n = 0;
+    if (key == "seed") {
+      if (!parse_u64(value, &spec.seed))
+        return "expected a seed (unsigned integer), found '" + value + "'";
+      have_seed = true;
+    } else if (key == "strategy") {
+      if (value != "random" && value != "pct")
+        return "expected strategy random or pct, found '" + value + "'";
+      spec.strategy = value;
+    } else if (key == "pct_depth") {
+      if (!parse_u64(value, &n) || n == 0 || n > 64)
+        return "expected pct_depth in [1, 64], found '" + value + "'";
+      spec.pct_depth = static_cast<std::uint32_t>(n);
+    } else if (key == "workload") {
+      if (have_options) return "expected the workload line before the options line";
+      spec.workload = find_workload(value);
+      if (spec.workload == nullptr)
+        return "expected workload " + workload_names() + ", found '" + value + "'";
+    } else if (key == "options") {
+      std::string why;
+      spec.options = spec.workload->parse_options(value, &why);
+      if (spec.options == nullptr) return "options: " + why;
+      have_options = true;
+    } else if (key == "trace_hash") {
+      if (!parse_trace_hash(value, &spec.trace_hash))
+        return "expected a trace hash of 16 hex digits (or 0: unknown), found '" + value + "'";
+    } else {
+      return read_text(key, value);
+    }
+    return "";
+  }
+
+  // The free-text keys.
+  std::string read_text(const std::string& key, const std::string& value) {
+    if (key == "outcome") {
+      spec.outcome = value;
+    } else if (key == "check") {
+      spec.check = value == "-" ? "" : value;
+    } else if (key == "version") {
+      spec.version = value;
+    } else if (key == "mutant") {
+      spec.mutant = value;
+    } else {
+      return "unknown key '" + key +
+             "' (expected version, mutant, seed, strategy, pct_depth, workload, options, "
+             "outcome, check or trace_hash)";
+    }
+    return "";
+  }
+};
+
+}  // namespace
+
 std::optional<CaseSpec> parse_case(const std::string& text, const std::string& file_name,
                                    std::string* error) {
-  CaseSpec spec;
-  bool have_seed = false, have_options = false;
+  CaseReader reader;
   std::istringstream in(text);
   std::string line;
   int number = 0;
@@ -139,72 +216,19 @@ std::optional<CaseSpec> parse_case(const std::string& text, const std::string& f
     *error = file_name + ":" + std::to_string(number) + ": " + printable(what);
     return std::nullopt;
   };
-  auto parse_u64 = [](const std::string& v, std::uint64_t* out) {
-    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), *out);
-    return ec == std::errc() && p == v.data() + v.size();
-  };
   while (std::getline(in, line)) {
     ++number;
     if (line.empty() || line[0] == '#') continue;
     const std::size_t space = line.find(' ');
     const std::string key = line.substr(0, space);
     const std::string value = space == std::string::npos ? "" : line.substr(space + 1);
-    std::uint64_t n = 0;
-    if (key == "seed") {
-      if (!parse_u64(value, &spec.seed))
-        return fail("expected a seed (unsigned integer), found '" + value + "'");
-      have_seed = true;
-    } else if (key == "strategy") {
-      if (value != "random" && value != "pct")
-        return fail("expected strategy random or pct, found '" + value + "'");
-      spec.strategy = value;
-    } else if (key == "pct_depth") {
-      if (!parse_u64(value, &n) || n == 0 || n > 64)
-        return fail("expected pct_depth in [1, 64], found '" + value + "'");
-      spec.pct_depth = static_cast<std::uint32_t>(n);
-    } else if (key == "workload") {
-      if (have_options) return fail("expected the workload line before the options line");
-      const Workload* w = find_workload(value);
-      if (w == nullptr) {
-        return fail("expected workload " + workload_names() + ", found '" + value + "'");
-      }
-      spec.workload = w;
-    } else if (key == "options") {
-      std::string why;
-      std::unique_ptr<WorkloadOptions> o = spec.workload->parse_options(value, &why);
-      if (o == nullptr) return fail("options: " + why);
-      spec.options = std::move(o);
-      have_options = true;
-    } else if (key == "outcome") {
-      spec.outcome = value;
-    } else if (key == "check") {
-      spec.check = value == "-" ? "" : value;
-    } else if (key == "trace_hash") {
-      // 16 hex digits; a bare 0 (unknown) is what hand-written cases may say.
-      const bool hex =
-          value.size() == 16 && value.find_first_not_of("0123456789abcdef") == std::string::npos;
-      if (value == "0") {
-        spec.trace_hash = 0;
-      } else if (!hex || std::from_chars(value.data(), value.data() + 16, spec.trace_hash, 16).ec !=
-                             std::errc()) {
-        return fail("expected a trace hash of 16 hex digits (or 0: unknown), found '" + value +
-                    "'");
-      }
-    } else if (key == "version") {
-      spec.version = value;
-    } else if (key == "mutant") {
-      spec.mutant = value;
-    } else {
-      return fail("unknown key '" + key +
-                  "' (expected version, mutant, seed, strategy, pct_depth, workload, options, "
-                  "outcome, check or trace_hash)");
-    }
+    if (const std::string why = reader.read(key, value); !why.empty()) return fail(why);
   }
-  if (!have_seed || !have_options) {
+  if (!reader.have_seed || !reader.have_options) {
     number = 0;
-    return fail(std::string("missing ") + (have_seed ? "options" : "seed") + " line");
+    return fail(std::string("missing ") + (reader.have_seed ? "options" : "seed") + " line");
   }
-  return spec;
+  return std::move(reader.spec);
 }
 
 }  // namespace cowstate::sim
