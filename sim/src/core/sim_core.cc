@@ -139,22 +139,28 @@ void SimCore::finish_tasks() {
 }
 
 RunResult SimCore::run() {
+  run_caught();
+  running_ = nullptr;
+  if (scenario_ != nullptr && !result_.abandoned && result_.outcome != Outcome::invalid) {
+    apply_expected_failure();
+  }
+  if (result_.outcome != Outcome::pass) {
+    trace("FAIL " + result_.check + ": " + result_.message);
+  }
+  result_.trace_hash = hash_;
+  if (!config_.keep_trace) {
+    if (tail_.size() == config_.trace_tail) {  // oldest first
+      std::rotate(tail_.begin(), tail_.begin() + static_cast<std::ptrdiff_t>(tail_next_),
+                  tail_.end());
+    }
+    result_.trace = tail_;
+  }
+  return std::move(result_);
+}
+
+void SimCore::run_caught() {
   try {
-    start();
-    if (scenario_ != nullptr && scenario_->config.fixed_schedule) {
-      run_fixed();
-      finish_tasks();
-    } else {
-      run_strategy();
-    }
-    if (scenario_ != nullptr && result_.outcome == Outcome::pass && !result_.abandoned) {
-      after_step_checks();
-      if (!scenario_->config.fixed_schedule) {
-        for (const ScenarioItem& item : scenario_->items) {
-          if (const auto* e = expectation_of(item)) check_expectation(*e);
-        }
-      }
-    }
+    run_to_end();
   } catch (const CheckFailed& f) {
     result_.outcome = Outcome::failure;
     result_.check = f.check;
@@ -179,44 +185,49 @@ RunResult SimCore::run() {
     }
     result_.failed_line = s.line;
   }
-  running_ = nullptr;
-  if (scenario_ != nullptr && !result_.abandoned && result_.outcome != Outcome::invalid) {
-    // `expect failure CHECK`: the run passes exactly when it fails at CHECK.
+}
+
+void SimCore::run_to_end() {
+  start();
+  if (scenario_ != nullptr && scenario_->config.fixed_schedule) {
+    run_fixed();
+    finish_tasks();
+  } else {
+    run_strategy();
+  }
+  if (scenario_ == nullptr || result_.outcome != Outcome::pass || result_.abandoned) return;
+  after_step_checks();
+  if (!scenario_->config.fixed_schedule) {
     for (const ScenarioItem& item : scenario_->items) {
-      const auto* e = expectation_of(item);
-      if (e == nullptr || e->kind != ExpectKind::failure) continue;
-      if (result_.outcome != Outcome::pass && result_.check == e->target) {
-        trace("expected failure " + e->target + ": " + result_.message);
-        result_.outcome = Outcome::pass;
-        result_.check.clear();
-        result_.message.clear();
-        result_.expectation.clear();
-        result_.difference = {};
-        result_.failed_line = 0;
-      } else if (result_.outcome == Outcome::pass) {
-        result_.outcome = Outcome::failure;
-        result_.check = "expect";
-        result_.message = scenario_->file + ":" + std::to_string(e->line) +
-                          ": expected the run to fail check " + e->target + ", it passed";
-        result_.failed_line = e->line;
-        result_.expectation = print_expectation(*e);
-        result_.difference.shape = "passed";
-      }
-      break;
+      if (const auto* e = expectation_of(item)) check_expectation(*e);
     }
   }
-  if (result_.outcome != Outcome::pass) {
-    trace("FAIL " + result_.check + ": " + result_.message);
-  }
-  result_.trace_hash = hash_;
-  if (!config_.keep_trace) {
-    if (tail_.size() == config_.trace_tail) {  // oldest first
-      std::rotate(tail_.begin(), tail_.begin() + static_cast<std::ptrdiff_t>(tail_next_),
-                  tail_.end());
+}
+
+void SimCore::apply_expected_failure() {
+  // `expect failure CHECK`: the run passes exactly when it fails at CHECK.
+  for (const ScenarioItem& item : scenario_->items) {
+    const auto* e = expectation_of(item);
+    if (e == nullptr || e->kind != ExpectKind::failure) continue;
+    if (result_.outcome != Outcome::pass && result_.check == e->target) {
+      trace("expected failure " + e->target + ": " + result_.message);
+      result_.outcome = Outcome::pass;
+      result_.check.clear();
+      result_.message.clear();
+      result_.expectation.clear();
+      result_.difference = {};
+      result_.failed_line = 0;
+    } else if (result_.outcome == Outcome::pass) {
+      result_.outcome = Outcome::failure;
+      result_.check = "expect";
+      result_.message = scenario_->file + ":" + std::to_string(e->line) +
+                        ": expected the run to fail check " + e->target + ", it passed";
+      result_.failed_line = e->line;
+      result_.expectation = print_expectation(*e);
+      result_.difference.shape = "passed";
     }
-    result_.trace = tail_;
+    return;
   }
-  return std::move(result_);
 }
 
 RunResult run_simulation(std::unique_ptr<SimCore> sim) {

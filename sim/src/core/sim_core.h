@@ -319,6 +319,9 @@ class SimCore {
 
   // --- scheduling ---
   void resume(Task& t);  // one scheduler step of t, with its bookkeeping and checks
+  void run_caught();     // run_to_end(), a thrown check or assertion becoming the result
+  void run_to_end();
+  void apply_expected_failure();  // `expect failure CHECK`
   void run_strategy();
   void run_fixed();
   void finish_tasks();  // runs every unfinished task to its end, lowest id first
