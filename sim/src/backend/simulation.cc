@@ -406,6 +406,10 @@ class BackendSimulation final : public SimCore {
 
   // --- the writer ---
   Action generate(Prng& rng);
+  bool generate_cleanup(Prng& rng, Action& a);  // TTL: a cleanup instead, now and then
+  StateOp generate_op(Prng& rng, ActionKind kind);
+  void generate_operands(Prng& rng, Action& a);
+  void generate_stored_read(Prng& rng, Action& a);  // TTL: a read of a stored entry
   void execute(const Action& a);
   void state_operation(const Action& a);
   void start_checkpoint(const std::string& name);
@@ -581,18 +585,7 @@ void BackendSimulation::start() {
 Action BackendSimulation::generate(Prng& rng) {
   ++generated_;
   Action a;
-  if (ttl_) {
-    // The last three operations drive cleanup over every entry of each TTL state; before
-    // them, one in thirty drives a little of it by hand.
-    const std::vector<std::string>& states = ttl_states();
-    const std::uint32_t left = opts_.ops_max - generated_;
-    if (left < 3 || rng.chance(1, 30)) {
-      a.kind = ActionKind::cleanup;
-      a.state = states[left < 3 ? 2 - left : rng.below(states.size())];
-      a.budget = left < 3 ? 0 : static_cast<std::uint32_t>(rng.between(1, 16));
-      return a;
-    }
-  }
+  if (ttl_ && generate_cleanup(rng, a)) return a;
   std::array<std::uint32_t, 6> w = opts_.weights;
   if (in_flight() >= opts_.live_checkpoints_max) w[5] = 0;
   const std::size_t which = pick_weighted(rng, w);
@@ -606,17 +599,30 @@ Action BackendSimulation::generate(Prng& rng) {
   a.state = info.name;
   a.entry.first = keys_[rng.below(keys_.size())];
   a.entry.second = static_cast<Ns>(rng.below(opts_.namespaces));
-  auto values = [&rng] {
-    Value v(rng.below(3));
-    for (auto& x : v) x = static_cast<std::int64_t>(rng.below(100));
-    return v;
-  };
+  a.op = generate_op(rng, a.kind);
+  generate_operands(rng, a);
+  return a;
+}
+
+bool BackendSimulation::generate_cleanup(Prng& rng, Action& a) {
+  // The last three operations drive cleanup over every entry of each TTL state; before
+  // them, one in thirty drives a little of it by hand.
+  const std::vector<std::string>& states = ttl_states();
+  const std::uint32_t left = opts_.ops_max - generated_;
+  if (left >= 3 && !rng.chance(1, 30)) return false;
+  a.kind = ActionKind::cleanup;
+  a.state = states[left < 3 ? 2 - left : rng.below(states.size())];
+  a.budget = left < 3 ? 0 : static_cast<std::uint32_t>(rng.between(1, 16));
+  return true;
+}
+
+StateOp BackendSimulation::generate_op(Prng& rng, ActionKind kind) {
   struct Choice {
     StateOp op;
     std::uint32_t weight;
   };
   std::vector<Choice> ops;
-  switch (a.kind) {
+  switch (kind) {
     case ActionKind::value_state:
       ops = {{StateOp::update, 60}, {StateOp::get, 25}, {StateOp::clear, 15}};
       break;
@@ -632,7 +638,15 @@ Action BackendSimulation::generate(Prng& rng) {
   }
   std::vector<std::uint32_t> weights;
   for (const Choice& c : ops) weights.push_back(c.weight);
-  a.op = ops[pick_weighted(rng, weights)].op;
+  return ops[pick_weighted(rng, weights)].op;
+}
+
+void BackendSimulation::generate_operands(Prng& rng, Action& a) {
+  auto values = [&rng] {
+    Value v(rng.below(3));
+    for (auto& x : v) x = static_cast<std::int64_t>(rng.below(100));
+    return v;
+  };
   switch (a.op) {
     case StateOp::update:
       if (a.kind == ActionKind::list_state) {
@@ -655,17 +669,7 @@ Action BackendSimulation::generate(Prng& rng) {
     case StateOp::get:
       if (a.kind == ActionKind::map_state) a.x = static_cast<std::int64_t>(rng.below(8));
       if (a.op == StateOp::get && ttl_ && is_ttl_state(a.state) && rng.chance(1, 2)) {
-        // With a TTL, half the reads go to a stored value (for a map, a stored user key):
-        // expiry, refresh and stale reads show only there.
-        const Image stored = model_.state(a.state).live();
-        if (!stored.empty()) {
-          auto it = stored.begin();
-          std::advance(it, static_cast<std::ptrdiff_t>(rng.below(stored.size())));
-          a.entry = it->first;
-          if (a.kind == ActionKind::map_state) {
-            a.x = it->second[3 * rng.below(it->second.size() / 3)];
-          }
-        }
+        generate_stored_read(rng, a);
       }
       break;
     case StateOp::merge:
@@ -676,7 +680,17 @@ Action BackendSimulation::generate(Prng& rng) {
     case StateOp::clear:
       break;
   }
-  return a;
+}
+
+void BackendSimulation::generate_stored_read(Prng& rng, Action& a) {
+  // With a TTL, half the reads go to a stored value (for a map, a stored user key): expiry,
+  // refresh and stale reads show only there.
+  const Image stored = model_.state(a.state).live();
+  if (stored.empty()) return;
+  auto it = stored.begin();
+  std::advance(it, static_cast<std::ptrdiff_t>(rng.below(stored.size())));
+  a.entry = it->first;
+  if (a.kind == ActionKind::map_state) a.x = it->second[3 * rng.below(it->second.size() / 3)];
 }
 
 void BackendSimulation::writer_body() {
