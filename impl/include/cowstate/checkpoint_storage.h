@@ -47,7 +47,8 @@
 // real files, and FaultInjectionFileSystem wrapping another to fail one chosen mutating
 // operation (create, append, sync, close, rename, remove, directory sync), so tests and the
 // simulator can put an I/O error at any write of a checkpoint. With StorageOptions::io_thread
-// the data file's appends go to a thread of their own (make_async_writable_file).
+// the data file's appends go to a thread of their own (make_async_writable_file). The file
+// systems are in cowstate/file_system.h, the async file in cowstate/async_file.h.
 //
 // Thread safety
 // -------------
@@ -70,134 +71,18 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "cowstate/async_file.h"
 #include "cowstate/checkpoint.h"
 #include "cowstate/checksum.h"
+#include "cowstate/file_system.h"
 #include "cowstate/status.h"
 
 namespace cowstate {
-
-// A file open for appending.
-class WritableFile {
- public:
-  virtual ~WritableFile() = default;
-  virtual Status append(std::span<const std::byte> bytes) = 0;
-  virtual Status sync() = 0;
-  // Closes the file; later calls are errors. The destructor closes an open file silently.
-  virtual Status close() = 0;
-};
-
-// The file system operations checkpoint storage needs. Paths are plain strings.
-class FileSystem {
- public:
-  virtual ~FileSystem() = default;
-  // Creates (or truncates) `path` for writing.
-  virtual Result<std::unique_ptr<WritableFile>> create_file(const std::string& path) = 0;
-  virtual Result<std::vector<std::byte>> read_file(const std::string& path) = 0;
-  // Atomically replaces `to` with `from`.
-  virtual Status rename_file(const std::string& from, const std::string& to) = 0;
-  virtual Status remove_file(const std::string& path) = 0;
-  virtual Status sync_dir(const std::string& dir) = 0;
-  // Creates `dir` (one level) if it does not exist.
-  virtual Status create_dir(const std::string& dir) = 0;
-  // Names (not paths) of the entries of `dir`, sorted.
-  virtual Result<std::vector<std::string>> list_dir(const std::string& dir) = 0;
-};
-
-// The process-wide POSIX file system.
-FileSystem& posix_file_system();
-
-// Wraps a FileSystem and fails one chosen mutating operation with an injected I/O error.
-// Mutating operations (create, append, sync, close, rename, remove, directory sync and
-// creation) are numbered from 1 in the order they happen; reads and listings are not
-// counted and never fail.
-class FaultInjectionFileSystem final : public FileSystem {
- public:
-  explicit FaultInjectionFileSystem(FileSystem& base) : base_(&base) {}
-
-  // The `n`-th mutating operation from now fails (0: none).
-  void fail_at(std::uint64_t n) noexcept { fail_at_ = n == 0 ? 0 : operations_ + n; }
-  // Mutating operations so far.
-  std::uint64_t operations() const noexcept { return operations_; }
-  // Whether the chosen failure happened.
-  bool injected() const noexcept { return injected_; }
-
-  Result<std::unique_ptr<WritableFile>> create_file(const std::string& path) override;
-  Result<std::vector<std::byte>> read_file(const std::string& path) override {
-    return base_->read_file(path);
-  }
-  Status rename_file(const std::string& from, const std::string& to) override;
-  Status remove_file(const std::string& path) override;
-  Status sync_dir(const std::string& dir) override;
-  Status create_dir(const std::string& dir) override;
-  Result<std::vector<std::string>> list_dir(const std::string& dir) override {
-    return base_->list_dir(dir);
-  }
-
-  // Counts one mutating operation; the injected error if it is the chosen one.
-  Status tick(const char* op, const std::string& path);
-
- private:
-  FileSystem* base_;
-  std::uint64_t operations_ = 0;
-  std::uint64_t fail_at_ = 0;
-  bool injected_ = false;
-};
-
-// Buffers of async files (below), kept from one file to the next, so that each checkpoint
-// fills memory the process already has: glibc returns freed blocks of a megabyte to the
-// kernel, and every page of a fresh one is a page fault again. Thread-safe; it must outlive
-// the files that use it.
-class AsyncBufferPool {
- public:
-  explicit AsyncBufferPool(std::size_t max_kept = 4) : max_kept_(max_kept) {}
-  AsyncBufferPool(const AsyncBufferPool&) = delete;
-  AsyncBufferPool& operator=(const AsyncBufferPool&) = delete;
-
-  // An empty buffer with room for `bytes`: a kept one if it is large enough.
-  std::vector<std::byte> take(std::size_t bytes);
-  // Keeps `buffer`, emptied, unless max_kept are kept already.
-  void give(std::vector<std::byte> buffer);
-  std::size_t kept() const;
-
- private:
-  mutable std::mutex mu_;
-  std::size_t max_kept_;
-  std::vector<std::vector<std::byte>> kept_;
-};
-
-struct AsyncFileOptions {
-  // Bytes gathered before they are handed to the I/O thread. At least 4096.
-  std::size_t buffer_bytes = std::size_t{1} << 20;
-  // Buffers in all: the one being filled plus those queued or being written. At least 2.
-  std::size_t buffers = 3;
-  // Where buffers come from and go back to when the file is closed or destroyed; null: the
-  // file allocates its own and frees them.
-  AsyncBufferPool* pool = nullptr;
-};
-
-// Wraps `file` so that its appends are written by a thread of its own: append() copies the
-// bytes into a buffer, and a full buffer goes to the I/O thread, which appends the buffers
-// to `file` in order while the caller fills the next one (at most options.buffers - 1 wait
-// or are being written; the caller blocks when all are). A large write then takes about
-// the longer of the two sides (building the bytes, the kernel's copy of them into the page
-// cache) instead of their sum, for one more memory copy and a second core.
-//
-// Errors: the first error of `file` is kept and returned by every later append, sync and
-// close. An append that returns ok may have bytes of earlier appends that failed: the error
-// surfaces at a later call, at the latest at sync() or close(), which drain the queue
-// first. So a caller must check sync() and close(), as PendingCheckpoint::commit() does.
-// The destructor without close() drops what is still queued, stops the thread and closes
-// `file` silently.
-// Thread safety: one caller thread at a time, as for any WritableFile; `file` is used by
-// the I/O thread and, while the queue is drained (sync, close), by the caller.
-std::unique_ptr<WritableFile> make_async_writable_file(std::unique_ptr<WritableFile> file,
-                                                       AsyncFileOptions options = {});
 
 struct StorageOptions {
   // Complete checkpoints kept; older ones are removed after each commit. At least 1.
