@@ -1,0 +1,167 @@
+// Restoring state tables from checkpoint files: each file's states matched to the
+// backend's by name, its key groups of the target range read into fresh tables, and the
+// backend's tables replaced only once every file has been read. See cowstate/checkpoint.h.
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "checkpoint_internal.h"
+#include "cowstate/checkpoint.h"
+#include "cowstate/hooks.h"
+
+namespace cowstate {
+
+namespace {
+
+using checkpoint_detail::BlockScratch;
+
+Status map_states(const CheckpointInput& input, const CheckpointLayout& layout,
+                  const std::vector<std::unique_ptr<StateTableBase>>& tables,
+                  std::vector<std::size_t>& table_of_state) {
+  const auto& states = layout.header.states;
+  table_of_state.assign(states.size(), 0);
+  for (std::size_t i = 0; i < states.size(); ++i) {
+    const StateMetaInfo& s = states[i];
+    const std::string where = input.name + ": offset " + std::to_string(layout.state_offsets[i]) +
+                              ": state \"" + s.name + "\"";
+    auto it = std::find_if(tables.begin(), tables.end(),
+                           [&s](const auto& t) { return t->meta().name == s.name; });
+    if (it == tables.end()) {
+      return Status::error(where + " (" + state_kind_name(s.kind) +
+                           ") is in the checkpoint but not registered in this backend: register "
+                           "it before restoring");
+    }
+    const StateMetaInfo& m = (*it)->meta();
+    auto ids = [](const StateMetaInfo& x) {
+      return std::string(state_kind_name(x.kind)) + " state, namespace " +
+             serializer_name(x.namespace_serializer) + ", state " +
+             serializer_name(x.state_serializer) +
+             (x.element_serializer != 0
+                  ? std::string(", element ") + serializer_name(x.element_serializer)
+                  : std::string()) +
+             (x.value_serializer != 0
+                  ? std::string(", value ") + serializer_name(x.value_serializer)
+                  : std::string()) +
+             (x.ttl ? ", with TTL" : "");
+    };
+    if (m.kind != s.kind || m.namespace_serializer != s.namespace_serializer ||
+        m.state_serializer != s.state_serializer || m.element_serializer != s.element_serializer ||
+        m.value_serializer != s.value_serializer || m.ttl.has_value() != s.ttl.has_value()) {
+      return Status::error(where + ": expected " + ids(m) + " (as registered), found " + ids(s) +
+                           ": the checkpoint's state is incompatible");
+    }
+    table_of_state[i] = static_cast<std::size_t>(it - tables.begin());
+  }
+  return Status();
+}
+
+// The smallest range holding `range` and the range of every input that reads (planted bug
+// restore_keeps_out_of_range only).
+KeyGroupRange hull_with_inputs(KeyGroupRange range, std::span<const CheckpointInput> inputs,
+                               const RestoreOptions& options) {
+  for (const CheckpointInput& input : inputs) {
+    Result<CheckpointLayout> layout = read_checkpoint_layout(input, options);
+    if (!layout.ok() || layout->header.range.empty()) continue;
+    const KeyGroupRange r = layout->header.range;
+    range = range.empty()
+                ? r
+                : KeyGroupRange(std::min(range.start(), r.start()), std::max(range.end(), r.end()));
+  }
+  return range;
+}
+
+// The checkpoint fits this backend: the same max parallelism and key serializer.
+Status check_compatible(const CheckpointInput& input, const CheckpointHeader& h,
+                        std::int32_t max_parallelism, std::uint16_t key_serializer) {
+  if (h.max_parallelism != max_parallelism) {
+    return Status::error(input.name + ": offset 20: expected max parallelism " +
+                         std::to_string(max_parallelism) + " (this backend's), found " +
+                         std::to_string(h.max_parallelism) +
+                         ": a checkpoint restores only at the max parallelism it was written "
+                         "with");
+  }
+  if (h.key_serializer != key_serializer) {
+    return Status::error(input.name + ": offset 32: expected key serializer id " +
+                         std::to_string(key_serializer) + " (" + serializer_name(key_serializer) +
+                         "), found " + std::to_string(h.key_serializer) + " (" +
+                         serializer_name(h.key_serializer) + ")");
+  }
+  return Status();
+}
+
+// What one restore_state_tables call builds up over its inputs.
+struct RestoreRun {
+  std::span<const CheckpointInput> inputs;
+  const RestoreOptions& options;
+  KeyGroupRange keep;                                  // the key groups to restore
+  std::vector<std::unique_ptr<StateTableBase>> fresh;  // tables of `keep`, being filled
+  std::vector<std::size_t> claimed;  // slot of `keep` -> input read into it; inputs.size(): none
+  BlockScratch scratch;
+};
+
+// Reads the blocks of input `f` whose key groups are kept into `run.fresh`.
+Status restore_blocks(RestoreRun& run, std::size_t f, const CheckpointLayout& layout,
+                      const std::vector<std::size_t>& table_of_state) {
+  const CheckpointInput& input = run.inputs[f];
+  for (const CheckpointBlockInfo& b : layout.blocks) {
+    if (!run.keep.contains(b.key_group)) continue;  // another instance's key group
+    const auto slot = static_cast<std::size_t>(b.key_group - run.keep.start());
+    if (run.claimed[slot] != run.inputs.size()) {
+      return Status::error(input.name + ": offset " + std::to_string(b.offset) + ": key group " +
+                           std::to_string(b.key_group) + " is also in " +
+                           run.inputs[run.claimed[slot]].name +
+                           ": the checkpoints to restore overlap");
+    }
+    run.claimed[slot] = f;
+    if (Status st = checkpoint_detail::read_block(input, layout.header, b, run.options, run.fresh,
+                                                  table_of_state, run.scratch);
+        !st.ok()) {
+      return st;
+    }
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status restore_state_tables(std::vector<std::unique_ptr<StateTableBase>>& tables,
+                            std::int32_t max_parallelism, KeyGroupRange range,
+                            std::uint16_t key_serializer, std::span<const CheckpointInput> inputs,
+                            const RestoreOptions& options) {
+  for (const auto& t : tables) {
+    COWSTATE_ASSERT(!t->has_live_snapshot(), "C4", "restoring over a table with a live snapshot");
+    COWSTATE_ASSERT(t->range() == range, "B1", "a table of another range");
+  }
+  // The key groups to keep: the target range. (Planted bug: the hull of the target range and
+  // every input's range, as if the tables were sized from the checkpoints' metadata.)
+  KeyGroupRange keep = range;
+  if (COWSTATE_MUTANT(restore_keeps_out_of_range)) keep = hull_with_inputs(range, inputs, options);
+  RestoreRun run{inputs, options, keep, {}, {}, {}};
+  run.fresh.reserve(tables.size());
+  for (const auto& t : tables) run.fresh.push_back(t->make_empty(keep));
+  run.claimed.assign(static_cast<std::size_t>(keep.size()), inputs.size());
+  std::vector<std::size_t> first_mapping;  // planted bug restore_global_state_ids only
+
+  for (std::size_t f = 0; f < inputs.size(); ++f) {
+    const CheckpointInput& input = inputs[f];
+    Result<CheckpointLayout> layout = read_checkpoint_layout(input, options);
+    if (!layout.ok()) return layout.status();
+    const CheckpointHeader& h = layout->header;
+    if (Status st = check_compatible(input, h, max_parallelism, key_serializer); !st.ok()) {
+      return st;
+    }
+    std::vector<std::size_t> table_of_state;
+    if (Status st = map_states(input, *layout, tables, table_of_state); !st.ok()) return st;
+    if (COWSTATE_MUTANT(restore_global_state_ids)) {
+      // Planted bug: the first file's state numbering is taken for every file.
+      if (f == 0) first_mapping = table_of_state;
+      if (first_mapping.size() == table_of_state.size()) table_of_state = first_mapping;
+    }
+    if (Status st = restore_blocks(run, f, *layout, table_of_state); !st.ok()) return st;
+  }
+  // C4: only now does the backend change.
+  for (std::size_t i = 0; i < tables.size(); ++i) tables[i] = std::move(run.fresh[i]);
+  return Status();
+}
+
+}  // namespace cowstate
