@@ -1132,8 +1132,8 @@ std::optional<Scenario> parse_lines(NextLine&& next, std::size_t items_max, cons
     std::string_view line;
     while (next(line)) {
       ++line_no;
-      if (line.find('\0') != std::string_view::npos) {
-        throw Failure{static_cast<int>(line.find('\0')) + 1, "expected text, found a NUL byte"};
+      if (const std::size_t nul = line.find('\0'); nul != std::string_view::npos) {
+        throw Failure{static_cast<int>(nul) + 1, "expected text, found a NUL byte"};
       }
       parser.line(line, line_no);
     }

@@ -235,10 +235,9 @@ class StepValues {
   void clear() noexcept { resize(0); }
   void pop_back() noexcept { resize(size_ - 1); }
   void resize(std::size_t n) {  // new elements are 0
-    const StateValue old(begin(), end());
-    StateValue now(n, 0);
-    std::copy_n(old.begin(), std::min(n, old.size()), now.begin());
-    assign(now.data(), now.size());
+    StateValue v(begin(), end());
+    v.resize(n);
+    assign(v.data(), v.size());
   }
   operator StateValue() const { return StateValue(begin(), end()); }  // NOLINT
 
