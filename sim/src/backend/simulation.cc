@@ -1,5 +1,5 @@
 // The backend simulation: a KeyedStateBackend, its checkpoints on a real file system and
-// its restores, against the reference BackendModel, under the deterministic scheduler.
+// its restores, against the reference KeyedStateModel, under the deterministic scheduler.
 //
 // The backend owns the key groups of the workload's range and registers one state of each
 // kind (scenario.h's backend_states(): count value, events list, attrs map, sum reducing,
@@ -81,6 +81,7 @@
 #include "cowstate/checkpoint_storage.h"
 #include "cowstate/keyed_state_backend.h"
 #include "cowstate/model/backend_model.h"
+#include "cowstate/model/keyed_state_model.h"
 #include "cowstate/model/ttl_model.h"
 #include "cowstate/serializers.h"
 #include "cowstate/sim/backend_options.h"
@@ -93,9 +94,10 @@ namespace {
 using Key = std::uint64_t;
 using Ns = std::int32_t;
 using Value = std::vector<std::int64_t>;  // the canonical form of every state
-using Model = model::BackendModel<Key, Ns, Value>;
-using Image = Model::Image;
-using BackendImage = Model::BackendImage;
+using Model = model::KeyedStateModel<Key, Ns>;
+using Store = Model::Backend;  // the model's versioned values and checkpoints
+using Image = Store::Image;
+using BackendImage = Store::BackendImage;
 
 using Backend = KeyedStateBackend<UInt64Serializer>;
 using CountState = ValueState<Backend, Int32Serializer, Int64Serializer>;
@@ -160,18 +162,6 @@ Value canonical(const std::map<std::int64_t, TtlValue<std::int64_t>>& m) {
   }
   return out;
 }
-std::map<std::int64_t, std::int64_t> user_map(const Value* flat) {
-  std::map<std::int64_t, std::int64_t> out;
-  if (flat == nullptr) return out;
-  for (std::size_t i = 0; i + 1 < flat->size(); i += 2) out[(*flat)[i]] = (*flat)[i + 1];
-  return out;
-}
-
-template <class T>
-std::string text(const std::optional<T>& v) {
-  return v ? model::to_text(*v) : "absent";
-}
-
 // A backend with the five states, registered in the usual order or reversed; with `ttl`,
 // count, events and attrs have it (on `clock`).
 struct SimBackend {
@@ -269,7 +259,9 @@ class BackendSimulation final : public SimCore {
                               .min_capacity = opts_.min_capacity,
                               .max_capacity = opts_.max_capacity};
     ttl_ = ttl_for(config);
-    if (ttl_) rules_.emplace(ttl_->ttl(), ttl_->refresh_on_read(), ttl_->return_expired());
+    if (ttl_) {
+      model_ = Model(model::TtlModel(ttl_->ttl(), ttl_->refresh_on_read(), ttl_->return_expired()));
+    }
   }
 
   ~BackendSimulation() override {
@@ -417,16 +409,16 @@ class BackendSimulation final : public SimCore {
 
   // --- TTL (the rules are the model's, model/ttl_model.h) ---
   std::int64_t now() const { return clock_.current_timestamp(); }
-  bool expired(std::int64_t last_access) const { return rules_->expired_at(last_access, now()); }
+  bool expired(std::int64_t last_access) const {
+    return model_.ttl()->expired_at(last_access, now());
+  }
   // Numbers per element of a TTL state's canonical form (the last one is the time).
-  static std::size_t stride(const std::string& state) { return state == "attrs" ? 3 : 2; }
+  std::size_t stride(const std::string& state) const { return model_.stride(state); }
   Value live_part(const std::string& state, const Value& v, std::int64_t at) const {
-    return rules_->live_part(stride(state), v, at, false);
+    return model_.ttl()->live_part(stride(state), v, at, false);
   }
   // `image` less what full-snapshot cleanup leaves out when writing at `at`.
   BackendImage filtered(const BackendImage& image, std::int64_t at) const;
-  void ttl_state_operation(const Action& a, SimBackend& sb, const Value* cur,
-                           const std::string& what);
   void run_cleanup(const Action& a);
   void reconcile(const std::string& after);
   // Sets rec.expected of a full-snapshot-cleanup checkpoint from `got`, what it restored to
@@ -438,7 +430,7 @@ class BackendSimulation final : public SimCore {
   void for_each_last_access(F&& fn) const {
     for (const std::string& name : ttl_states()) {
       const std::size_t s = stride(name);
-      model_.state(name).for_each([&](const auto&, const auto&, const Value& v) {
+      model_.backend().state(name).for_each([&](const auto&, const auto&, const Value& v) {
         for (std::size_t i = s - 1; i < v.size(); i += s) fn(v[i]);
       });
     }
@@ -447,7 +439,7 @@ class BackendSimulation final : public SimCore {
   bool at_expiry_instant() const {
     bool found = false;
     for_each_last_access([&](std::int64_t last) {
-      found = found || (expired(last) && !rules_->expired_at(last, now() - 1));
+      found = found || (expired(last) && !model_.ttl()->expired_at(last, now() - 1));
     });
     return found;
   }
@@ -485,7 +477,7 @@ class BackendSimulation final : public SimCore {
   }
   model::KeyGroupSpan span(KeyGroupRange r) const { return {r.start(), r.end()}; }
   BackendImage restricted(const BackendImage& image, KeyGroupRange r) const {
-    return Model::restrict(image, span(r), [this](const Key& k) { return key_group_of(k); });
+    return Store::restrict(image, span(r), [this](const Key& k) { return key_group_of(k); });
   }
   // Everything `sb` holds; checks B1 and B6 on the way.
   BackendImage contents(SimBackend& sb, const std::string& who);
@@ -523,11 +515,10 @@ class BackendSimulation final : public SimCore {
   bool dirty_ = true;
   bool broken_ = false;
   std::uint64_t dirty_steps_ = 0;
-  ManualTtlClock clock_;                  // logical time; only the clock task moves it
-  std::optional<StateTtlConfig> ttl_;     // of count, events and attrs, if the run has one
-  std::optional<model::TtlModel> rules_;  // the model's TTL rules for ttl_
-  std::uint32_t generated_ = 0;           // writer operations generated so far
-  bool clock_armed_ = false;              // another task stepped since the clock last moved
+  ManualTtlClock clock_;               // logical time; only the clock task moves it
+  std::optional<StateTtlConfig> ttl_;  // of count, events and attrs, if the run has one
+  std::uint32_t generated_ = 0;        // writer operations generated so far
+  bool clock_armed_ = false;           // another task stepped since the clock last moved
 };
 
 void BackendSimulation::start() {
@@ -541,9 +532,12 @@ void BackendSimulation::start() {
   primary_ =
       std::make_unique<SimBackend>(range_, max_parallelism_, map_options_, false, &clock_, ttl_);
   for (const BackendStateInfo& info : backend_states()) {
-    model_.register_state(info.name,
-                          static_cast<model::StateKind>(static_cast<int>(info.kind) -
-                                                        static_cast<int>(ActionKind::value_state)));
+    model::StateSpec spec;
+    spec.kind = static_cast<model::StateKind>(static_cast<int>(info.kind) -
+                                              static_cast<int>(ActionKind::value_state));
+    spec.ttl = ttl_.has_value() && is_ttl_state(info.name);
+    spec.default_value = kCountDefault;
+    model_.register_state(info.name, std::move(spec));
   }
   // The key space: the first opts_.keys keys whose key group (by the model) is ours.
   for (Key k = 0; keys_.size() < std::size_t{opts_.keys} && k < (Key{1} << 24); ++k) {
@@ -685,7 +679,7 @@ void BackendSimulation::generate_operands(Prng& rng, Action& a) {
 void BackendSimulation::generate_stored_read(Prng& rng, Action& a) {
   // With a TTL, half the reads go to a stored value (for a map, a stored user key): expiry,
   // refresh and stale reads show only there.
-  const Image stored = model_.state(a.state).live();
+  const Image stored = model_.backend().state(a.state).live();
   if (stored.empty()) return;
   auto it = stored.begin();
   std::advance(it, static_cast<std::ptrdiff_t>(rng.below(stored.size())));
@@ -724,27 +718,74 @@ void BackendSimulation::execute(const Action& a) {
   }
 }
 
-// Flink's mergeNamespaces on the model: each source's state removed and combined in order,
-// then combined into the target's.
-// A list state's merge: the elements of both, in order (timestamps travel with them).
-Value concat(Value x, const Value& y) {
-  x.insert(x.end(), y.begin(), y.end());
-  return x;
+// The operation `a` describes, as the model takes it.
+model::StateCall<Ns> call_of(const Action& a) {
+  model::StateCall<Ns> c;
+  c.op = a.op;
+  c.x = a.x;
+  c.y = a.value.empty() ? 0 : a.value[0];
+  if (a.op == StateOp::add_all || a.op == StateOp::update)
+    c.values.assign(a.value.begin(), a.value.end());
+  if (a.op == StateOp::merge) c.sources = a.extras.get().sources;
+  return c;
 }
 
-template <class F>
-void model_merge(Model::Map& m, Key k, Ns target, const std::vector<Ns>& sources, F&& merge) {
-  std::optional<Value> merged;
-  for (Ns source : sources) {
-    std::optional<Value> v = m.remove_and_get_old(k, source);
-    if (!v) continue;
-    merged = merged ? merge(std::move(*merged), *v) : std::move(v);
+std::string result_text(const model::StateResult& r, bool sequence) {
+  if (!r) return "absent";
+  return sequence ? model::to_text(*r) : model::to_text(r->empty() ? 0 : (*r)[0]);
+}
+
+// Calls `a` on the backend's state at its current key: what a read returned.
+model::StateResult call_backend(SimBackend& sb, const Action& a) {
+  const Ns n = a.entry.second;
+  auto some = [](const auto& v) -> model::StateResult {
+    if (!v) return std::nullopt;
+    return Value{*v};
+  };
+  switch (a.kind) {
+    case ActionKind::value_state:
+      sb.count->set_current_namespace(n);
+      if (a.op == StateOp::update) sb.count->update(a.x);
+      if (a.op == StateOp::clear) sb.count->clear();
+      if (a.op == StateOp::get) return Value{sb.count->value()};
+      return std::nullopt;
+    case ActionKind::list_state:
+      sb.events->set_current_namespace(n);
+      if (a.op == StateOp::add) sb.events->add(a.x);
+      if (a.op == StateOp::add_all) sb.events->add_all(a.value);
+      if (a.op == StateOp::update) sb.events->update(a.value);
+      if (a.op == StateOp::merge) sb.events->merge_namespaces(n, a.extras.get().sources);
+      if (a.op == StateOp::clear) sb.events->clear();
+      if (a.op == StateOp::get) return sb.events->get();
+      return std::nullopt;
+    case ActionKind::map_state:
+      sb.attrs->set_current_namespace(n);
+      if (a.op == StateOp::put) sb.attrs->put(a.x, a.value.empty() ? 0 : a.value[0]);
+      if (a.op == StateOp::remove) sb.attrs->remove(a.x);
+      if (a.op == StateOp::clear) sb.attrs->clear();
+      if (a.op == StateOp::get) return some(sb.attrs->get(a.x));
+      return std::nullopt;
+    case ActionKind::reducing_state:
+      sb.sum->set_current_namespace(n);
+      if (a.op == StateOp::add) sb.sum->add(a.x);
+      if (a.op == StateOp::merge) sb.sum->merge_namespaces(n, a.extras.get().sources);
+      if (a.op == StateOp::clear) sb.sum->clear();
+      if (a.op == StateOp::get) return some(sb.sum->get());
+      return std::nullopt;
+    default:
+      sb.avg->set_current_namespace(n);
+      if (a.op == StateOp::add) sb.avg->add(a.x);
+      if (a.op == StateOp::merge) sb.avg->merge_namespaces(n, a.extras.get().sources);
+      if (a.op == StateOp::clear) sb.avg->clear();
+      if (a.op == StateOp::get) return some(sb.avg->get());
+      return std::nullopt;
   }
-  if (!merged) return;
-  const Value* old = m.get(k, target);
-  m.put(k, target, old != nullptr ? merge(*old, *merged) : *merged);
 }
 
+// One operation on one state: on the backend and on the model, which says what a read may
+// return. A read runs on the backend first (what it returns is what the model held before),
+// a write on the model first; the model's state between the two is never checked (the
+// writer is inside an operation).
 void BackendSimulation::state_operation(const Action& a) {
   const Key k = a.entry.first;
   const Ns n = a.entry.second;
@@ -766,150 +807,31 @@ void BackendSimulation::state_operation(const Action& a) {
          "key " + std::to_string(k) + " went to key group " +
              std::to_string(sb.backend->current_key_group()) + ", Flink's key group is " +
              std::to_string(g));
-  Model::Map& m = model_.state(a.state);
-  const Value* cur = m.get(k, n);
-  // Clearing and merging a list do the same with or without TTL (timestamps travel with
-  // the elements of the canonical form); everything else reads or stamps the clock.
-  if (ttl_ && is_ttl_state(a.state) && a.op != StateOp::clear && a.op != StateOp::merge) {
-    ttl_state_operation(a, sb, cur, what);
+  const model::StateCall<Ns> call = call_of(a);
+  if (a.op != StateOp::get) {
+    model_.apply(a.state, k, n, call, now());
+    call_backend(sb, a);
     return;
   }
-  auto mismatch = [&](const std::string& got, const std::string& want) {
-    expect(got == want, "result", what + " returned " + got + ", model " + want);
-  };
-  switch (a.kind) {
-    case ActionKind::value_state:
-      sb.count->set_current_namespace(n);
-      if (a.op == StateOp::update) {
-        m.put(k, n, {a.x});
-        sb.count->update(a.x);
-      } else if (a.op == StateOp::get) {
-        mismatch(model::to_text(sb.count->value()),
-                 model::to_text(cur != nullptr ? (*cur)[0] : kCountDefault));
-      } else {
-        m.remove(k, n);
-        sb.count->clear();
-      }
-      return;
-    case ActionKind::list_state: {
-      sb.events->set_current_namespace(n);
-      Value v = cur != nullptr ? *cur : Value{};
-      switch (a.op) {
-        case StateOp::add:
-          v.push_back(a.x);
-          m.put(k, n, v);
-          sb.events->add(a.x);
-          return;
-        case StateOp::add_all:
-          if (!a.value.empty()) {
-            v.insert(v.end(), a.value.begin(), a.value.end());
-            m.put(k, n, v);
-          }
-          sb.events->add_all(a.value);
-          return;
-        case StateOp::update:
-          if (a.value.empty()) {
-            m.remove(k, n);
-          } else {
-            m.put(k, n, a.value);
-          }
-          sb.events->update(a.value);
-          return;
-        case StateOp::get:
-          mismatch(model::to_text(sb.events->get()), model::to_text(v));
-          return;
-        case StateOp::merge:
-          model_merge(m, k, n, a.extras.get().sources, concat);
-          sb.events->merge_namespaces(n, a.extras.get().sources);
-          return;
-        default:
-          m.remove(k, n);
-          sb.events->clear();
-          return;
-      }
-    }
-    case ActionKind::map_state: {
-      sb.attrs->set_current_namespace(n);
-      std::map<std::int64_t, std::int64_t> um = user_map(cur);
-      switch (a.op) {
-        case StateOp::put: {
-          const std::int64_t uv = a.value.empty() ? 0 : a.value[0];
-          um[a.x] = uv;
-          m.put(k, n, canonical(um));
-          sb.attrs->put(a.x, uv);
-          return;
-        }
-        case StateOp::remove:
-          if (um.erase(a.x) != 0) {
-            if (um.empty()) {
-              m.remove(k, n);
-            } else {
-              m.put(k, n, canonical(um));
-            }
-          }
-          sb.attrs->remove(a.x);
-          return;
-        case StateOp::get: {
-          auto it = um.find(a.x);
-          mismatch(text(sb.attrs->get(a.x)),
-                   text(it != um.end() ? std::optional<std::int64_t>(it->second) : std::nullopt));
-          return;
-        }
-        default:
-          m.remove(k, n);
-          sb.attrs->clear();
-          return;
-      }
-    }
-    case ActionKind::reducing_state: {
-      sb.sum->set_current_namespace(n);
-      auto add = [](Value x, const Value& y) { return Value{x[0] + y[0]}; };
-      switch (a.op) {
-        case StateOp::add:
-          m.put(k, n, cur != nullptr ? add(*cur, {a.x}) : Value{a.x});
-          sb.sum->add(a.x);
-          return;
-        case StateOp::get:
-          mismatch(text(sb.sum->get()),
-                   text(cur != nullptr ? std::optional<std::int64_t>((*cur)[0]) : std::nullopt));
-          return;
-        case StateOp::merge:
-          model_merge(m, k, n, a.extras.get().sources, add);
-          sb.sum->merge_namespaces(n, a.extras.get().sources);
-          return;
-        default:
-          m.remove(k, n);
-          sb.sum->clear();
-          return;
-      }
-    }
-    default: {
-      sb.avg->set_current_namespace(n);
-      auto merge = [](Value x, const Value& y) { return Value{x[0] + y[0], x[1] + y[1]}; };
-      switch (a.op) {
-        case StateOp::add: {
-          Value acc = cur != nullptr ? *cur : Value{0, 0};
-          m.put(k, n, merge(acc, {a.x, 1}));
-          sb.avg->add(a.x);
-          return;
-        }
-        case StateOp::get: {
-          std::optional<std::int64_t> want;
-          if (cur != nullptr) want = (*cur)[1] == 0 ? 0 : (*cur)[0] / (*cur)[1];
-          mismatch(text(sb.avg->get()), text(want));
-          return;
-        }
-        case StateOp::merge:
-          model_merge(m, k, n, a.extras.get().sources, merge);
-          sb.avg->merge_namespaces(n, a.extras.get().sources);
-          return;
-        default:
-          m.remove(k, n);
-          sb.avg->clear();
-          return;
-      }
-    }
+  const Value* stored = model_.backend().state(a.state).get(k, n);
+  const std::string had =
+      model_.has_ttl(a.state) && stored != nullptr ? model::to_text(*stored) : "nothing";
+  const model::StateResult got = call_backend(sb, a);
+  const model::Allowed want = model_.apply(a.state, k, n, call, now());
+  if (want.allows(got)) return;
+  const bool sequence = a.kind == ActionKind::list_state;
+  std::string list;
+  for (const model::StateResult& r : want.results) {
+    list += (list.empty() ? "" : " or ") + result_text(r, sequence);
   }
+  if (!model_.has_ttl(a.state)) {
+    expect(false, "result", what + " returned " + result_text(got, sequence) + ", model " + list);
+    return;
+  }
+  expect(false, "L2",
+         what + " at time " + std::to_string(now()) + " returned " + result_text(got, sequence) +
+             ", the model allows " + list + " (stored: " + had + ", ttl " +
+             std::to_string(ttl_->ttl()) + ")");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -925,163 +847,6 @@ BackendImage BackendSimulation::filtered(const BackendImage& image, std::int64_t
     }
   }
   return out;
-}
-
-// One operation on a TTL state, on the model at logical time and on the backend. A read's
-// result is checked against what the model allows; what cleanup did inside the call is
-// reconciled afterwards (reconcile()).
-void BackendSimulation::ttl_state_operation(const Action& a, SimBackend& sb, const Value* cur,
-                                            const std::string& what) {
-  const Key k = a.entry.first;
-  const Ns n = a.entry.second;
-  Model::Map& m = model_.state(a.state);
-  const std::int64_t t = now();
-  const bool refresh = rules_->refresh_on_read();
-  const bool may_return_expired = rules_->return_expired();
-  auto check_read = [&](const std::string& got, const std::vector<std::string>& allowed) {
-    std::string list;
-    for (const std::string& s : allowed) {
-      if (got == s) return;
-      list += (list.empty() ? "" : " or ") + s;
-    }
-    expect(false, "L2",
-           what + " at time " + std::to_string(t) + " returned " + got + ", the model allows " +
-               list + " (stored: " + (cur != nullptr ? model::to_text(*cur) : "nothing") +
-               ", ttl " + std::to_string(ttl_->ttl()) + ")");
-  };
-  // Puts `v`, or removes the entry when it has no element left.
-  auto store = [&](const Value& v) {
-    if (v.empty()) {
-      m.remove(k, n);
-    } else {
-      m.put(k, n, v);
-    }
-  };
-  if (a.kind == ActionKind::value_state) {
-    sb.count->set_current_namespace(n);
-    if (a.op == StateOp::update) {
-      m.put(k, n, {a.x, t});
-      sb.count->update(a.x);
-    } else if (a.op == StateOp::get) {
-      const std::string got = model::to_text(sb.count->value());
-      const std::string fallback = model::to_text(kCountDefault);
-      if (cur == nullptr) {
-        check_read(got, {fallback});
-      } else if (!expired((*cur)[1])) {
-        check_read(got, {model::to_text((*cur)[0])});
-        if (refresh) m.put(k, n, {(*cur)[0], t});
-      } else {
-        std::vector<std::string> allowed{fallback};
-        if (may_return_expired) allowed.push_back(model::to_text((*cur)[0]));
-        check_read(got, allowed);
-        m.remove(k, n);
-      }
-    }
-    return;
-  }
-  if (a.kind == ActionKind::list_state) {
-    sb.events->set_current_namespace(n);
-    Value v = cur != nullptr ? *cur : Value{};
-    auto stamped = [&](const Value& es) {
-      Value out;
-      for (std::int64_t e : es) {
-        out.push_back(e);
-        out.push_back(t);
-      }
-      return out;
-    };
-    auto values = [](const Value& flat) {
-      std::vector<std::int64_t> out;
-      for (std::size_t i = 0; i < flat.size(); i += 2) out.push_back(flat[i]);
-      return out;
-    };
-    switch (a.op) {
-      case StateOp::add:
-        v.push_back(a.x);
-        v.push_back(t);
-        m.put(k, n, v);
-        sb.events->add(a.x);
-        return;
-      case StateOp::add_all:
-        if (!a.value.empty()) {
-          const Value more = stamped(a.value);
-          v.insert(v.end(), more.begin(), more.end());
-          m.put(k, n, v);
-        }
-        sb.events->add_all(a.value);
-        return;
-      case StateOp::update:
-        store(stamped(a.value));
-        sb.events->update(a.value);
-        return;
-      case StateOp::get: {
-        // Cleanup inside the call either filtered this list (only live elements are left)
-        // or did not (all of them are there to be returned).
-        const std::string got = model::to_text(sb.events->get());
-        std::vector<std::string> allowed{model::to_text(values(live_part(a.state, v, t)))};
-        if (may_return_expired) allowed.push_back(model::to_text(values(v)));
-        check_read(got, allowed);
-        if (cur != nullptr) store(rules_->after_read(stride(a.state), v, t));
-        return;
-      }
-      default:
-        COWSTATE_ASSERT(false, "T2", "clear and merge take the path without TTL");
-        return;
-    }
-  }
-  // attrs: user key -> (value, last access)
-  sb.attrs->set_current_namespace(n);
-  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> um;
-  if (cur != nullptr) {
-    for (std::size_t i = 0; i + 2 < cur->size(); i += 3) {
-      um[(*cur)[i]] = {(*cur)[i + 1], (*cur)[i + 2]};
-    }
-  }
-  auto flat = [&um] {
-    Value out;
-    for (const auto& [uk, vt] : um) {
-      out.push_back(uk);
-      out.push_back(vt.first);
-      out.push_back(vt.second);
-    }
-    return out;
-  };
-  switch (a.op) {
-    case StateOp::put: {
-      const std::int64_t uv = a.value.empty() ? 0 : a.value[0];
-      um[a.x] = {uv, t};
-      m.put(k, n, flat());
-      sb.attrs->put(a.x, uv);
-      return;
-    }
-    case StateOp::remove:
-      if (um.erase(a.x) != 0) store(flat());
-      sb.attrs->remove(a.x);
-      return;
-    case StateOp::get: {
-      const std::string got = text(sb.attrs->get(a.x));
-      auto it = um.find(a.x);
-      if (it == um.end()) {
-        check_read(got, {"absent"});
-      } else if (!expired(it->second.second)) {
-        check_read(got, {model::to_text(it->second.first)});
-        if (refresh) {
-          it->second.second = t;
-          m.put(k, n, flat());
-        }
-      } else {
-        std::vector<std::string> allowed{"absent"};
-        if (may_return_expired) allowed.push_back(model::to_text(it->second.first));
-        check_read(got, allowed);
-        um.erase(it);
-        store(flat());
-      }
-      return;
-    }
-    default:
-      COWSTATE_ASSERT(false, "T2", "clear takes the path without TTL");
-      return;
-  }
 }
 
 // `cleanup s=X n=N`: N entries of incremental cleanup; n=all: enough runs to pass over
@@ -1124,7 +889,7 @@ void BackendSimulation::reconcile(const std::string& after) {
   const BackendImage live = contents(*primary_, "the live backend");
   const std::int64_t t = now();
   for (const std::string& name : ttl_states()) {
-    Model::Map& m = model_.state(name);
+    Store::Map& m = model_.backend().state(name);
     const Image want = m.live();
     const Image& got = live.at(name);
     auto where = [&](const EntryKey& key) {
@@ -1140,7 +905,7 @@ void BackendSimulation::reconcile(const std::string& after) {
       const auto it = got.find(key);
       const Value& have = it != got.end() ? it->second : Value{};
       if (it != got.end() && have == v) continue;
-      expect(rules_->is_cleanup(stride(name), v, have, t), "L2",
+      expect(model_.ttl()->is_cleanup(stride(name), v, have, t), "L2",
              where(key) + " is " + (it != got.end() ? model::to_text(have) : "gone") +
                  "; the model has " + model::to_text(v) +
                  " and cleanup may remove only elements expired now (ttl " +
@@ -1183,7 +948,7 @@ void BackendSimulation::settle_full_snapshot(CheckpointRecord& rec, const Backen
     for (const auto& [key, v] : image) {
       const auto it = have.find(key);
       const Value& kept = it != have.end() ? it->second : Value{};
-      expect(rules_->is_full_snapshot_write(stride(name), v, kept, lo, hi), "L5",
+      expect(model_.ttl()->is_full_snapshot_write(stride(name), v, kept, lo, hi), "L5",
              who + ": " + name + " (" + std::to_string(key.first) + ", " +
                  std::to_string(key.second) + ") is " +
                  (it != have.end() ? model::to_text(kept) : "left out") + "; its image holds " +
@@ -1223,8 +988,8 @@ void BackendSimulation::start_checkpoint(const std::string& name) {
   checkpoints_.push_back(std::move(owned));
   ++result_.stats.snapshots;
   rec.snapshot = primary_->backend->snapshot(rec.id);
-  model_.start_checkpoint(rec.id);
-  rec.image = model_.image(rec.id);
+  model_.backend().start_checkpoint(rec.id);
+  rec.image = model_.backend().image(rec.id);
   rec.expected = rec.image;
   std::size_t entries = 0;
   for (const auto& [state, image] : rec.image) entries += image.size();
@@ -1380,7 +1145,7 @@ void BackendSimulation::finish_failed(CheckpointRecord& rec, const std::string& 
                std::to_string(snap->live_key_groups()) + " key groups");
   }
   rec.snapshot.reset();  // never handed to a writer (begin failed): release it
-  model_.release_checkpoint(rec.id);
+  model_.backend().release_checkpoint(rec.id);
   auto complete = storage_->complete_checkpoints();
   expect(complete.ok(), "storage",
          "listing complete checkpoints: " + scrub(complete.status().message()));
@@ -1418,7 +1183,7 @@ void BackendSimulation::finish_complete(CheckpointRecord& rec) {
   }
   expect(rec.writer->snapshot()->live_key_groups() == 0, "C2",
          rec.name + " completed but still holds map snapshots");
-  model_.release_checkpoint(rec.id);
+  model_.backend().release_checkpoint(rec.id);
   if (!newest_committed_ || *newest_committed_ < rec.id) newest_committed_ = rec.id;
   dirty_ = true;
   trace(rec.name + " complete: " + std::to_string(rec.writer->bytes_written()) + " bytes");
@@ -1554,9 +1319,9 @@ BackendImage BackendSimulation::contents(SimBackend& sb, const std::string& who)
 
 void BackendSimulation::compare(const BackendImage& want, const BackendImage& got,
                                 const std::string& check, const std::string& who) {
-  const auto kinds = model_.kinds();
-  const BackendImage w = Model::with_states(kinds, want);
-  const BackendImage g = Model::with_states(kinds, got);
+  const auto kinds = model_.backend().kinds();
+  const BackendImage w = Store::with_states(kinds, want);
+  const BackendImage g = Store::with_states(kinds, got);
   for (const auto& [name, image] : w) {
     auto d = model::diff(image, g.at(name));
     expect(!d, check, who + ": state " + name + " differs from the model: " + d.value_or(""));
@@ -1697,9 +1462,9 @@ void BackendSimulation::after_step_checks() {
   std::string why;
   const bool sound = primary_->backend->check_invariants(&why);
   expect(sound, why.substr(0, why.find(':')), why);
-  expect(model_.check_invariants(), "model", "the backend model broke an invariant");
+  expect(model_.backend().check_invariants(), "model", "the backend model broke an invariant");
   const BackendImage live = contents(*primary_, "the live backend");
-  compare(model_.live(), live, "live", "the live backend");
+  compare(model_.backend().live(), live, "live", "the live backend");
   for (const auto& [name, image] : live) result_.stats.entries_checked += image.size();
 }
 
@@ -1787,7 +1552,7 @@ void BackendSimulation::check_latest(const Expectation& e) {
 
 std::uint64_t BackendSimulation::digest() const {
   Digest d;
-  for (const auto& [name, image] : model_.live()) {
+  for (const auto& [name, image] : model_.backend().live()) {
     d.add(name.size());
     for (const auto& [key, value] : image) {
       d.add(key.first);

@@ -44,6 +44,7 @@
 #include <utility>
 #include <vector>
 
+#include "cowstate/model/state_kind.h"
 #include "cowstate/model/versioned_map.h"
 
 namespace cowstate::model {
@@ -97,9 +98,6 @@ struct KeyGroupSpan {
   bool empty() const { return last < first; }
   friend bool operator==(const KeyGroupSpan&, const KeyGroupSpan&) = default;
 };
-
-// The kinds of keyed state (Flink's StateDescriptor.Type).
-enum class StateKind : std::uint8_t { value, list, map, reducing, aggregating };
 
 // ---------------------------------------------------------------------------------------------
 

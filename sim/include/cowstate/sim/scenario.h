@@ -54,6 +54,8 @@
 #include <variant>
 #include <vector>
 
+#include "cowstate/model/state_kind.h"
+
 namespace cowstate::sim {
 
 namespace detail {
@@ -164,16 +166,7 @@ enum class Mutation : std::uint8_t {
 };
 
 // What a backend writer action does to its state (`list s=events k=3 add 7`).
-enum class StateOp : std::uint8_t {
-  get,      // read (value, list, reducing, aggregating; map: one user key)
-  update,   // value: set; list: replace all elements (an empty list clears)
-  clear,    // remove the state of (key, namespace)
-  add,      // list: append; reducing, aggregating: add an input
-  add_all,  // list: append several
-  put,      // map: put a user key
-  remove,   // map: remove a user key (removing the last one clears)
-  merge,    // list, reducing, aggregating: merge source namespaces into this one
-};
+using StateOp = model::StateOp;  // the keyed-state model's list (get, update, ...)
 const char* state_op_name(StateOp op) noexcept;
 
 // An inclusive key-group range as a scenario writes it (`0-3`); empty when last < first.
