@@ -156,7 +156,12 @@ class Simulation final : public detail::SimCore {
  private:
   void writer_body();
   void serializer_body(SnapshotRecord& rec, Task& self);
+  void check_restore(SnapshotRecord& rec, const std::vector<std::byte>& bytes);
   void releaser_body(Task& self);
+  void scripted_releaser(Task& self);
+  void generated_releaser(Task& self);
+  void cancel_snapshot(SnapshotRecord& r);
+  void release_again(SnapshotRecord& r);
   std::vector<SnapshotRecord*> undecided() const;
   SnapshotRecord* snapshot_named(const std::string& name) const {
     for (const auto& r : snapshots_) {
@@ -196,6 +201,8 @@ class Simulation final : public detail::SimCore {
   }
   Action generate(Prng& rng);
   void execute(const Action& a);
+  void mutate_in_place(const Action& a, const std::string& where);
+  void visit(const Action& a);
   void start_snapshot(const std::string& name);
   void release(SnapshotRecord& rec, const std::string& by);
   std::size_t live_snapshots() const { return live_count_; }
@@ -206,6 +213,7 @@ class Simulation final : public detail::SimCore {
   void after_step_checks() override;
   void deep_checks();
   void check_expectation(const Expectation& e) override;
+  void check_image(const Expectation& e);
   // How what the last writer step copied differs from an `expect copied`.
   Difference copied_difference(const Expectation& e) const;
   Image snapshot_contents(const SnapshotRecord& r);
@@ -365,29 +373,10 @@ void Simulation::execute(const Action& a) {
       expect(map_->contains(k, n) == model_->contains(k, n), "result", "contains " + where);
       break;
     }
-    case ActionKind::get_mutable: {
-      const std::int64_t x = a.x;
-      trace("writer get_mutable " + where + " mutate " +
-            std::to_string(static_cast<int>(a.mutation)) + " " + std::to_string(x));
-      State* got = map_->get_mutable(k, n);
-      State* expected = model_->get_mutable(k, n);
-      expect((got == nullptr) == (expected == nullptr) && (got == nullptr || *got == *expected),
-             "result",
-             "get_mutable " + where + " returned " + text(got) + ", model " + text(expected));
-      if (got != nullptr) {
-        for (State* s : {got, expected}) {
-          if (a.mutation == Mutation::append || s->empty()) {
-            s->push_back(x);
-          } else if (a.mutation == Mutation::overwrite) {
-            (*s)[static_cast<std::size_t>(x < 0 ? -x : x) % s->size()] = -x;
-          } else {
-            s->pop_back();
-          }
-        }
-      }
+    case ActionKind::get_mutable:
+      mutate_in_place(a, where);
       check_minimal(before, h, k, n, true, "get_mutable");
       break;
-    }
     case ActionKind::transform: {
       const std::int64_t x = a.x;
       trace("writer transform " + where + " append " + std::to_string(x));
@@ -404,37 +393,65 @@ void Simulation::execute(const Action& a) {
     case ActionKind::snapshot:
       start_snapshot(a.snapshot);
       break;
-    case ActionKind::visit: {
-      const std::size_t budget = a.budget;
-      const std::uint64_t salt = a.extras.get().salt;
-      trace("writer visit " + std::to_string(budget) + " salt " + std::to_string(salt));
-      std::vector<std::pair<std::pair<Key, Ns>, std::optional<State>>> decisions;
-      map_->visit_incremental(visit_cursor_, budget,
-                              [&](const Key& vk, const Ns& vn, const State& s) {
-                                const std::uint64_t r = (vk * 31 + s.size() + salt) % 7;
-                                if (r == 0) {
-                                  decisions.push_back({{vk, vn}, std::nullopt});
-                                  return VisitResult<State>::remove();
-                                }
-                                if (r == 1) {
-                                  State next = s;
-                                  next.push_back(static_cast<std::int64_t>(salt));
-                                  decisions.push_back({{vk, vn}, next});
-                                  return VisitResult<State>::replace(std::move(next));
-                                }
-                                return VisitResult<State>::keep();
-                              });
-      for (auto& [key, state] : decisions) {
-        if (state) {
-          model_->put(key.first, key.second, *state);
-        } else {
-          model_->remove(key.first, key.second);
-        }
-      }
+    case ActionKind::visit:
+      visit(a);
       break;
-    }
     default:
       COWSTATE_ASSERT(false, "T2", "a writer ran a non-writer action");
+  }
+}
+
+// `get_mutable ... then M`: the hand-out of the map and of the model must agree; the same
+// mutation is applied to both.
+void Simulation::mutate_in_place(const Action& a, const std::string& where) {
+  const Key k = a.entry.first;
+  const Ns n = a.entry.second;
+  const std::int64_t x = a.x;
+  trace("writer get_mutable " + where + " mutate " + std::to_string(static_cast<int>(a.mutation)) +
+        " " + std::to_string(x));
+  State* got = map_->get_mutable(k, n);
+  State* expected = model_->get_mutable(k, n);
+  expect((got == nullptr) == (expected == nullptr) && (got == nullptr || *got == *expected),
+         "result", "get_mutable " + where + " returned " + text(got) + ", model " + text(expected));
+  if (got == nullptr) return;
+  for (State* s : {got, expected}) {
+    if (a.mutation == Mutation::append || s->empty()) {
+      s->push_back(x);
+    } else if (a.mutation == Mutation::overwrite) {
+      (*s)[static_cast<std::size_t>(x < 0 ? -x : x) % s->size()] = -x;
+    } else {
+      s->pop_back();
+    }
+  }
+}
+
+// `visit N salt S`: one incremental-visitor call; its remove/replace decisions (a function of
+// key, state size and salt) are mirrored on the model.
+void Simulation::visit(const Action& a) {
+  const std::size_t budget = a.budget;
+  const std::uint64_t salt = a.extras.get().salt;
+  trace("writer visit " + std::to_string(budget) + " salt " + std::to_string(salt));
+  std::vector<std::pair<std::pair<Key, Ns>, std::optional<State>>> decisions;
+  map_->visit_incremental(visit_cursor_, budget, [&](const Key& vk, const Ns& vn, const State& s) {
+    const std::uint64_t r = (vk * 31 + s.size() + salt) % 7;
+    if (r == 0) {
+      decisions.push_back({{vk, vn}, std::nullopt});
+      return VisitResult<State>::remove();
+    }
+    if (r == 1) {
+      State next = s;
+      next.push_back(static_cast<std::int64_t>(salt));
+      decisions.push_back({{vk, vn}, next});
+      return VisitResult<State>::replace(std::move(next));
+    }
+    return VisitResult<State>::keep();
+  });
+  for (auto& [key, state] : decisions) {
+    if (state) {
+      model_->put(key.first, key.second, *state);
+    } else {
+      model_->remove(key.first, key.second);
+    }
   }
 }
 
@@ -535,10 +552,19 @@ void Simulation::serializer_body(SnapshotRecord& rec, Task& self) {
   // The bytes are complete: like the async phase of a checkpoint, the serializer is done
   // with the snapshot before it checks what it wrote.
   release(rec, self.name);
+  check_restore(rec, writer->bytes());
+  rec.completed = true;
+  ++result_.stats.snapshots_checked;
+  end_unit(self);
+}
+
+// The bytes of rec's snapshot restore to a sound map holding exactly its version.
+void Simulation::check_restore(SnapshotRecord& rec, const std::vector<std::byte>& bytes) {
+  const std::string& name = rec.name;
   auto restored = read_map_snapshot<Map, UInt64Serializer, Int32Serializer, VectorInt64Serializer>(
-      writer->bytes(), MapOptions{.initial_capacity = 4,
-                                  .min_capacity = opts_.min_capacity,
-                                  .max_capacity = opts_.max_capacity});
+      bytes, MapOptions{.initial_capacity = 4,
+                        .min_capacity = opts_.min_capacity,
+                        .max_capacity = opts_.max_capacity});
   expect(restored.ok(), "restore",
          name + " bytes do not restore: " +
              (restored.ok() ? std::string() : restored.status().message()));
@@ -550,9 +576,6 @@ void Simulation::serializer_body(SnapshotRecord& rec, Task& self) {
   std::string why;
   expect((*restored)->check_invariants(&why), "restore", name + " restored map: " + why);
   rec.restored = std::move(got);
-  rec.completed = true;
-  ++result_.stats.snapshots_checked;
-  end_unit(self);
 }
 
 std::vector<SnapshotRecord*> Simulation::undecided() const {
@@ -567,56 +590,68 @@ std::vector<SnapshotRecord*> Simulation::undecided() const {
 // snapshot started, whether to cancel it; it is runnable only while a decision is pending
 // (so strategies with strict priorities, like PCT, cannot starve the others behind an idle
 // loop). Scenario runs: it does what its lines say, each when its snapshot has started.
-void Simulation::releaser_body(Task& self) {
-  auto cancel = [this](SnapshotRecord& r) {
-    if (r.in_step) {
-      trace("releaser cancel " + r.name + " (mid-step)");
-      r.cancel = true;
-    } else {
-      release(r, "releaser");
-    }
-  };
-  auto release_again = [this](SnapshotRecord& r) {
-    // Releasing a snapshot that is already gone must change nothing.
-    trace("releaser release " + r.name + " again");
-    r.handle.release();
-  };
-  if (scenario_ != nullptr) {
-    while (self.next_line < self.program.size()) {
-      while (waits_for_snapshot(*self.program[self.next_line])) Fiber::yield();  // not runnable
-      const StepLine* line = take_line(self);
-      SnapshotRecord* r = snapshot_named(line->action.snapshot);
-      begin_action(self, line->action);
-      if (!r->decided) {
-        r->decided = true;
-        --undecided_count_;
-      }
-      switch (line->action.kind) {
-        case ActionKind::cancel:
-          if (r->released) {
-            release_again(*r);
-          } else if (!r->cancel) {
-            cancel(*r);
-          }
-          break;
-        case ActionKind::release:
-          if (r->released) {
-            release_again(*r);
-          } else {
-            if (r->in_step) invalid(self, r->name + " is inside a serializer step; cancel it");
-            release(*r, "releaser");
-          }
-          break;
-        case ActionKind::keep:  // a decision that changes nothing (generated runs trace none)
-          break;
-        default:
-          invalid(self, "the releaser cannot run this action");
-      }
-      end_unit(self);
-      Fiber::yield();
-    }
-    return;
+// The releaser cancels a snapshot: at once, or, inside a serializer step, when the step
+// ends.
+void Simulation::cancel_snapshot(SnapshotRecord& r) {
+  if (r.in_step) {
+    trace("releaser cancel " + r.name + " (mid-step)");
+    r.cancel = true;
+  } else {
+    release(r, "releaser");
   }
+}
+
+// Releasing a snapshot that is already gone must change nothing.
+void Simulation::release_again(SnapshotRecord& r) {
+  trace("releaser release " + r.name + " again");
+  r.handle.release();
+}
+
+void Simulation::releaser_body(Task& self) {
+  if (scenario_ != nullptr) {
+    scripted_releaser(self);
+  } else {
+    generated_releaser(self);
+  }
+}
+
+void Simulation::scripted_releaser(Task& self) {
+  while (self.next_line < self.program.size()) {
+    while (waits_for_snapshot(*self.program[self.next_line])) Fiber::yield();  // not runnable
+    const StepLine* line = take_line(self);
+    SnapshotRecord* r = snapshot_named(line->action.snapshot);
+    begin_action(self, line->action);
+    if (!r->decided) {
+      r->decided = true;
+      --undecided_count_;
+    }
+    switch (line->action.kind) {
+      case ActionKind::cancel:
+        if (r->released) {
+          release_again(*r);
+        } else if (!r->cancel) {
+          cancel_snapshot(*r);
+        }
+        break;
+      case ActionKind::release:
+        if (r->released) {
+          release_again(*r);
+        } else {
+          if (r->in_step) invalid(self, r->name + " is inside a serializer step; cancel it");
+          release(*r, "releaser");
+        }
+        break;
+      case ActionKind::keep:  // a decision that changes nothing (generated runs trace none)
+        break;
+      default:
+        invalid(self, "the releaser cannot run this action");
+    }
+    end_unit(self);
+    Fiber::yield();
+  }
+}
+
+void Simulation::generated_releaser(Task& self) {
   for (;;) {
     std::vector<SnapshotRecord*> pending = undecided();
     if (pending.empty()) {
@@ -632,7 +667,7 @@ void Simulation::releaser_body(Task& self) {
     if (self.rng.below(100) < opts_.cancel_percent) {
       decision.kind = ActionKind::cancel;
       begin_action(self, decision);
-      cancel(r);
+      cancel_snapshot(r);
     } else {
       decision.kind = ActionKind::keep;
       begin_action(self, decision);
@@ -843,46 +878,53 @@ Image Simulation::snapshot_contents(const SnapshotRecord& r) {
   return got;
 }
 
-void Simulation::check_expectation(const Expectation& e) {
+// `expect image T {...}`: the live map, or snapshot T by the model and in production
+// (iterated while live, restored once released).
+void Simulation::check_image(const Expectation& e) {
   auto fail = [&](const std::string& message, Difference d) {
     expectation_failed(e, message, std::move(d));
   };
-  auto image_text = [](const Image& image) { return print_image(image); };
   auto differs = [](const Image& want, const Image& got, const char* who) {
     Difference d = image_difference(want, got);
     d.shape = who;
     return d;
   };
-  switch (e.kind) {
-    case ExpectKind::image: {
-      const Image want(e.image.begin(), e.image.end());
-      if (e.target == "live") {
-        Image live;
-        map_->for_each([&live](const Key& k, const Ns& n, const State& s) {
-          live.emplace(std::make_pair(k, n), s);
-        });
-        if (live != want) {
-          fail("the live map is " + image_text(live) + ", expected " + image_text(want),
-               differs(want, live, "in production"));
-        }
-        return;
-      }
-      const SnapshotRecord* r = snapshot_named(e.target);
-      if (r == nullptr) fail(e.target + " has not started", Difference::of("not started"));
-      if (r->expected != want) {
-        fail(e.target + " is " + image_text(r->expected) + " by the model, expected " +
-                 image_text(want),
-             differs(want, r->expected, "by the model"));
-      }
-      if (r->released && !r->restored) return;  // cancelled: the model's word is all there is
-      const Image got = snapshot_contents(*r);
-      if (got != want) {
-        fail(e.target + (r->released ? " restored to " : " iterates to ") + image_text(got) +
-                 ", expected " + image_text(want),
-             differs(want, got, "in production"));
-      }
-      return;
+  const Image want(e.image.begin(), e.image.end());
+  if (e.target == "live") {
+    Image live;
+    map_->for_each([&live](const Key& k, const Ns& n, const State& s) {
+      live.emplace(std::make_pair(k, n), s);
+    });
+    if (live != want) {
+      fail("the live map is " + print_image(live) + ", expected " + print_image(want),
+           differs(want, live, "in production"));
     }
+    return;
+  }
+  const SnapshotRecord* r = snapshot_named(e.target);
+  if (r == nullptr) fail(e.target + " has not started", Difference::of("not started"));
+  if (r->expected != want) {
+    fail(e.target + " is " + print_image(r->expected) + " by the model, expected " +
+             print_image(want),
+         differs(want, r->expected, "by the model"));
+  }
+  if (r->released && !r->restored) return;  // cancelled: the model's word is all there is
+  const Image got = snapshot_contents(*r);
+  if (got != want) {
+    fail(e.target + (r->released ? " restored to " : " iterates to ") + print_image(got) +
+             ", expected " + print_image(want),
+         differs(want, got, "in production"));
+  }
+}
+
+void Simulation::check_expectation(const Expectation& e) {
+  auto fail = [&](const std::string& message, Difference d) {
+    expectation_failed(e, message, std::move(d));
+  };
+  switch (e.kind) {
+    case ExpectKind::image:
+      check_image(e);
+      return;
     case ExpectKind::copied: {
       auto names = [](const std::set<EntryKey>& keys) {
         std::string out = "{";
