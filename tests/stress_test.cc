@@ -1,19 +1,21 @@
 // Real-thread stress test of CowStateMap: one writer and two snapshot threads.
 //
-// The writer (the test's own thread) applies random operations (put, remove, get,
-// get_mutable + mutate, transform) to the map and mirrors each on a plain std::map, its own
-// record of the live contents; it compares every result with the mirror. Now and then it
-// starts a snapshot, copies the mirror at that instant as the snapshot's expected image, and
-// hands (snapshot, expected image) to the snapshot threads through a queue; at most
-// kMaxInFlight snapshots are live at once. Each snapshot thread takes one, either iterates it
-// in full or serializes it with the snapshot writer in small steps (yielding between steps,
-// so the writer runs concurrently) and restores the bytes, compares with the expected image,
-// and releases it on its own thread (sometimes twice).
+// The writer (the test's own thread) runs the isolation driver's operations
+// (cowstate/sim/isolation.h: draw_op() and an IsolationLane's step functions, the same the
+// deterministic isolation run uses, after leveldb's shared WriteStep/ReadStep): put,
+// put_and_get_old, remove, remove_and_get_old, get, contains, get_mutable + mutate,
+// transform and incremental visits, each compared with the reference model. Now and then
+// it starts a snapshot and detaches it from the lane with the model's image of its
+// version, and hands (snapshot, expected image) to the snapshot threads through a queue;
+// at most kMaxInFlight snapshots are live at once. Each snapshot thread takes one, either
+// iterates it in full or serializes it with the snapshot writer in small steps (yielding
+// between steps, so the writer runs concurrently) and restores the bytes, compares with
+// the expected image, and releases it on its own thread (sometimes twice).
 //
 // The run is split into epochs. An epoch starts a fresh map at capacity 4 (sometimes with a
 // small maximum capacity), so rehashes happen while snapshots are live. At the end of an
-// epoch the writer waits until every snapshot was released, then requires retired_count() == 0,
-// check_invariants() and live map == mirror.
+// epoch the writer waits until every snapshot was released, then the lane checks that
+// nothing stays retired, check_invariants() and the live map against the model.
 //
 // Bounded by time (COWSTATE_STRESS_SECONDS, default 2 per test case) and by an operation
 // count. Seed from COWSTATE_STRESS_SEED (default: time); thread interleaving is not
@@ -24,11 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <deque>
-#include <functional>
-#include <map>
-#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -39,6 +37,7 @@
 #include "cowstate/cow_state_map.h"
 #include "cowstate/model/versioned_map.h"
 #include "cowstate/serializers.h"
+#include "cowstate/sim/isolation.h"
 #include "cowstate/sim/random.h"
 #include "cowstate/snapshot_io.h"
 #include "stress_env.h"
@@ -54,47 +53,23 @@ using Rng = cowstate::sim::Prng;
 
 // --- configuration ---------------------------------------------------------------------------
 
-constexpr std::uint64_t kKeys = 512;           // keys 0..511
-constexpr std::int32_t kNamespaces = 3;        // namespaces 0..2
-constexpr std::size_t kMaxInFlight = 4;        // live snapshots at once
-constexpr std::uint64_t kOpsMax = 50'000'000;  // bound besides time
-constexpr std::size_t kMaxElements = 8;        // vector states stay short
+constexpr std::uint64_t kKeys = 512;              // keys 0..511
+constexpr std::int32_t kNamespaces = 3;           // namespaces 0..2
+constexpr std::size_t kMaxInFlight = 4;           // live snapshots at once
+constexpr std::uint64_t kOpsMax = 50'000'000;     // bound besides time
+constexpr std::uint32_t kMaxElements = 8;         // vector states stay short
+constexpr std::uint32_t kFullCheckEvery = 16384;  // ops between full checks of the live map
 
-// --- per state type: values and mutations, identical on map and mirror --------------------------
-
+// The serializer of each state type, for the snapshot threads' round trips.
 template <class S>
-struct StateOps;
-
+struct StateSerializer;
 template <>
-struct StateOps<std::int64_t> {
-  using SS = cowstate::Int64Serializer;
-  static std::int64_t make(Rng& rng) { return static_cast<std::int64_t>(rng.below(1000)); }
-  static void mutate(std::int64_t& s, std::int64_t x) { s += x; }
-  static std::int64_t transform(const std::int64_t* old, const std::int64_t& x) {
-    return (old != nullptr ? *old : 0) * 3 + x;
-  }
-  static std::string text(const std::int64_t& s) { return std::to_string(s); }
+struct StateSerializer<std::int64_t> {
+  using type = cowstate::Int64Serializer;
 };
-
 template <>
-struct StateOps<std::vector<std::int64_t>> {
-  using S = std::vector<std::int64_t>;
-  using SS = cowstate::VectorInt64Serializer;
-  static S make(Rng& rng) {
-    S v(rng.below(4));
-    for (auto& x : v) x = static_cast<std::int64_t>(rng.below(1000));
-    return v;
-  }
-  static void mutate(S& s, std::int64_t x) {
-    if (s.size() >= kMaxElements) s.erase(s.begin());
-    s.push_back(x);
-  }
-  static S transform(const S* old, const std::int64_t& x) {
-    S v = old != nullptr ? *old : S{};
-    mutate(v, x);
-    return v;
-  }
-  static std::string text(const S& s) { return cowstate::model::to_text(s); }
+struct StateSerializer<std::vector<std::int64_t>> {
+  using type = cowstate::VectorInt64Serializer;
 };
 
 // --- shared between threads --------------------------------------------------------------------
@@ -126,12 +101,12 @@ class Failures {
 };
 
 template <class S>
-using Image = std::map<std::pair<Key, Ns>, S>;
+using Image = cowstate::sim::IsolationImage<S>;
 
 template <class S>
-using Map = cowstate::CowStateMap<Key, Ns, S>;
+using Map = cowstate::sim::IsolationMap<S>;
 
-// A snapshot and what the writer's mirror held when it was started.
+// A snapshot and the model's image of its version, detached from the writer's lane.
 template <class S>
 struct Handoff {
   typename Map<S>::Snapshot snapshot;
@@ -250,7 +225,7 @@ void check_by_serialization(const Handoff<S>& h, Rng& rng, Failures& failures,
                             SnapshotStats& stats) {
   using KS = cowstate::UInt64Serializer;
   using NS = cowstate::Int32Serializer;
-  using SS = typename StateOps<S>::SS;
+  using SS = typename StateSerializer<S>::type;
   const std::string name = "snapshot " + std::to_string(h.snapshot.version());
   std::vector<std::byte> bytes;
   {
@@ -320,64 +295,6 @@ struct WriterStats {
   std::uint64_t full_checks = 0;
 };
 
-// One random writer operation on `map`, mirrored on `mirror`; results are compared.
-template <class S>
-void writer_step(Map<S>& map, Image<S>& mirror, Rng& rng, Failures& failures) {
-  using Ops = StateOps<S>;
-  const Key k = rng.below(kKeys);
-  const Ns n = static_cast<Ns>(rng.below(kNamespaces));
-  const auto key = std::make_pair(k, n);
-  const auto it = mirror.find(key);
-  const std::uint64_t op = rng.below(100);
-  const auto where = [&] { return "(" + std::to_string(k) + "," + std::to_string(n) + ")"; };
-  if (op < 35) {
-    S s = Ops::make(rng);
-    mirror[key] = s;
-    map.put(k, n, std::move(s));
-  } else if (op < 55) {
-    const bool removed = map.remove(k, n);
-    if (removed != (it != mirror.end())) failures.add("remove " + where() + " disagrees");
-    if (it != mirror.end()) mirror.erase(it);
-  } else if (op < 70) {
-    const auto x = static_cast<std::int64_t>(rng.below(100));
-    S* s = map.get_mutable(k, n);
-    if ((s == nullptr) != (it == mirror.end())) {
-      failures.add("get_mutable " + where() + " presence disagrees");
-    } else if (s != nullptr) {
-      if (!(*s == it->second)) {
-        failures.add("get_mutable " + where() + ": " + Ops::text(*s) + ", mirror " +
-                     Ops::text(it->second));
-      }
-      Ops::mutate(*s, x);
-      Ops::mutate(it->second, x);
-    }
-  } else if (op < 85) {
-    const auto x = static_cast<std::int64_t>(rng.below(100));
-    map.transform(k, n, x, &Ops::transform);
-    mirror[key] = Ops::transform(it != mirror.end() ? &it->second : nullptr, x);
-  } else {
-    const S* s = map.get(k, n);
-    if ((s == nullptr) != (it == mirror.end())) {
-      failures.add("get " + where() + " presence disagrees");
-    } else if (s != nullptr && !(*s == it->second)) {
-      failures.add("get " + where() + ": " + Ops::text(*s) + ", mirror " + Ops::text(it->second));
-    }
-  }
-}
-
-template <class S>
-void check_live(Map<S>& map, const Image<S>& mirror, Failures& failures, const char* when) {
-  Image<S> live;
-  map.for_each(
-      [&live](const Key& k, const Ns& n, const S& s) { live.emplace(std::make_pair(k, n), s); });
-  if (live != mirror || map.size() != mirror.size()) {
-    failures.add(std::string("live map ") + when + ": " + describe_difference(mirror, live));
-  }
-  if (std::string why; !map.check_invariants(&why)) {
-    failures.add(std::string("check_invariants ") + when + ": " + why);
-  }
-}
-
 template <class S>
 void run_stress(const char* label) {
   const double seconds = stress_env::seconds();
@@ -406,36 +323,51 @@ void run_stress(const char* label) {
         .min_capacity = 4,
         .max_capacity = rng.chance(1, 3) ? 64u : (1u << 30),
     };
-    Map<S> map(options);
-    Image<S> mirror;
+    // The writer's operations are the isolation driver's: drawn by draw_op() and applied
+    // with the lane's step functions, which compare every result with the model and, at
+    // the full-check cadence, the whole live map and the model's invariants. Snapshots are
+    // not drawn: the writer starts them itself and detaches them to the snapshot threads.
+    cowstate::sim::IsolationOptions o;
+    o.seed = cowstate::sim::derive_seed(seed, 100 + w.epochs);
+    o.key_count = kKeys;
+    o.namespace_count = kNamespaces;
+    o.map_options = options;
+    o.state_length_max = kMaxElements;
+    o.weights.snapshot_start = 0;
+    o.weights.snapshot_release = 0;
+    o.full_compare_every_ops = kFullCheckEvery;
+    o.deep_check_every_ops = kFullCheckEvery;
+    cowstate::sim::IsolationLane<S> lane(o);
+    cowstate::sim::IsolationCounters counters;
+    auto record = [&](const std::string& what, const std::optional<std::string>& bad) {
+      if (bad) failures.add("epoch " + std::to_string(w.epochs) + ", " + what + ": " + *bad);
+      return !bad;
+    };
     const std::uint64_t epoch_ops = 5'000 + rng.below(30'000);
-    for (std::uint64_t i = 0; i < epoch_ops; ++i) {
-      writer_step(map, mirror, rng, failures);
+    for (std::uint64_t i = 0; i < epoch_ops && !stop; ++i) {
+      const cowstate::sim::Op op = cowstate::sim::draw_op(rng, o, 0);
+      const bool full = (i + 1) % kFullCheckEvery == 0;
+      if (!record(cowstate::sim::to_text(op), lane.apply(op, full, full, counters))) stop = true;
+      w.full_checks += full ? 1 : 0;
       ++w.ops;
       // Snapshots are denser while a rehash is in flight (the map grows early in an epoch).
-      if (rng.chance(1, map.rehashing() ? 8 : 64) && queue.can_start()) {
-        Handoff<S> h{map.snapshot(), mirror, options, map.rehashing()};
-        queue.push(std::move(h));
-        ++w.snapshots;
-      }
-      if ((i & 4095) == 4095) {
-        if (Clock::now() >= deadline || w.ops >= kOpsMax || failures.count() > 0) {
-          stop = true;
-          break;
+      const bool rehashing = lane.map().rehashing();
+      if (!stop && rng.chance(1, rehashing ? 8 : 64) && queue.can_start()) {
+        const cowstate::sim::Op start{cowstate::sim::OpKind::snapshot_start};
+        if (!record("snapshot start", lane.apply(start, false, false, counters))) stop = true;
+        if (auto d = lane.detach_snapshot()) {
+          queue.push(Handoff<S>{std::move(d->handle), std::move(d->expected), options, rehashing});
+          ++w.snapshots;
         }
       }
-      if ((i & 16383) == 16383) {
-        check_live(map, mirror, failures, "during the epoch");
-        ++w.full_checks;
+      if ((i & 4095) == 4095) {
+        if (Clock::now() >= deadline || w.ops >= kOpsMax || failures.count() > 0) stop = true;
       }
     }
-    // The writer keeps the map until every snapshot of it was released.
+    // The writer keeps the map until every snapshot of it was released; then nothing may
+    // stay retired and the live map must equal the model.
     queue.wait_all_released();
-    const std::size_t retired = map.retired_count();
-    if (retired != 0) {
-      failures.add("retired_count() is " + std::to_string(retired) + " after every release");
-    }
-    check_live(map, mirror, failures, "at the end of an epoch");
+    record("the end of the epoch", lane.release_all(counters));
     ++w.full_checks;
     ++w.epochs;
   }

@@ -7,10 +7,12 @@
 //   tests/isolation_test.cc   every mix over three seeds in the default suite (about 1 s
 //                             dev, 5 s asan; COWSTATE_ISOLATION_OPS=10000000 for a long run);
 //   sim/src/cli/isolation_main.cc the `cowstate-isolation` demo (--seconds, --seed, --keys);
-//   the real-thread stress test, which reuses the same step functions (leveldb's
-//   ConcurrentWithoutThreads / Concurrent pattern): the writer thread calls step(), and
-//   detach_snapshot() hands a frozen snapshot plus its expected image to a reader thread
-//   that checks it with check_snapshot() and releases it.
+//   tests/stress_test.cc      the real-thread stress test, which reuses the same ops and
+//                             step functions (leveldb's ConcurrentWithoutThreads /
+//                             Concurrent pattern): its writer thread draws with draw_op()
+//                             and applies with an IsolationLane, and detach_snapshot()
+//                             hands a frozen snapshot plus its expected image to a reader
+//                             thread that iterates or serializes it and releases it.
 //
 // Shape of a run
 // --------------
@@ -230,6 +232,46 @@ inline std::string to_text(const Op& op) {
     out += " value=" + std::to_string(op.value);
   }
   return out;
+}
+
+// The sum of the weights: 0 means no operation can be drawn.
+inline std::uint32_t total_weight(const OpWeights& w) noexcept {
+  return w.put + w.put_and_get_old + w.remove + w.remove_and_get_old + w.get + w.contains +
+         w.get_mutable + w.transform + w.snapshot_start + w.snapshot_release + w.visit;
+}
+
+// One operation drawn from `rng` by the weights and bounds of `options`, the one way every
+// driver of the map draws (the isolation run and the real-thread stress test): a snapshot
+// start with `live_snapshots` at the live limit becomes a release, a release with nothing
+// live becomes a start. REQUIRES: total_weight(options.weights) > 0.
+inline Op draw_op(Prng& rng, const IsolationOptions& options, std::size_t live_snapshots) {
+  const OpWeights& w = options.weights;
+  const std::uint32_t weights[] = {
+      w.put,         w.put_and_get_old, w.remove,         w.remove_and_get_old, w.get,  w.contains,
+      w.get_mutable, w.transform,       w.snapshot_start, w.snapshot_release,   w.visit};
+  std::uint64_t pick = rng.below(total_weight(w));
+  std::size_t kind = 0;
+  while (pick >= weights[kind]) pick -= weights[kind++];
+  Op op;
+  op.kind = static_cast<OpKind>(kind);
+  op.key = rng.below(options.key_count) * options.key_stride;
+  op.ns = static_cast<std::int32_t>(rng.below(options.namespace_count));
+  op.value = static_cast<std::int64_t>(rng.below(1000));
+  op.length = 1 + static_cast<std::uint32_t>(rng.below(options.state_length_max));
+  op.choice = static_cast<std::uint32_t>(rng.below(1u << 16));
+  if (op.kind == OpKind::snapshot_start && live_snapshots >= options.live_snapshots_max) {
+    op.kind = OpKind::snapshot_release;
+  } else if (op.kind == OpKind::snapshot_release && live_snapshots == 0) {
+    op.kind = OpKind::snapshot_start;
+  }
+  if (op.kind == OpKind::snapshot_release) {
+    op.length = (rng.chance(options.double_release_percent, 100) ? 1u : 0u) |
+                (rng.chance(options.double_release_percent, 100) ? 2u : 0u);
+  }
+  if (op.kind == OpKind::visit) {
+    op.length = 1 + static_cast<std::uint32_t>(rng.below(options.visit_entries_max));
+  }
+  return op;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -829,45 +871,14 @@ class IsolationRun {
 
   explicit IsolationRun(IsolationOptions options)
       : options_(normalized(std::move(options))), rng_(options_.seed), boxed_(options_) {
-    COWSTATE_ASSERT(sum(options_.weights) > 0, "sim", "every operation weight is 0");
+    COWSTATE_ASSERT(total_weight(options_.weights) > 0, "sim", "every operation weight is 0");
     if (options_.inline_lane) inline_.emplace(options_);
   }
   IsolationRun(const IsolationRun&) = delete;
   IsolationRun& operator=(const IsolationRun&) = delete;
 
-  // The next operation, drawn from the run's PRNG. A snapshot start at the live limit
-  // becomes a release, a release with nothing live becomes a start.
-  Op draw() {
-    const OpWeights& w = options_.weights;
-    const std::uint32_t weights[] = {
-        w.put,      w.put_and_get_old, w.remove,    w.remove_and_get_old, w.get,
-        w.contains, w.get_mutable,     w.transform, w.snapshot_start,     w.snapshot_release,
-        w.visit};
-    std::uint64_t pick = rng_.below(total_weight_);
-    std::size_t kind = 0;
-    while (pick >= weights[kind]) pick -= weights[kind++];
-    Op op;
-    op.kind = static_cast<OpKind>(kind);
-    op.key = rng_.below(options_.key_count) * options_.key_stride;
-    op.ns = static_cast<std::int32_t>(rng_.below(options_.namespace_count));
-    op.value = static_cast<std::int64_t>(rng_.below(1000));
-    op.length = 1 + static_cast<std::uint32_t>(rng_.below(options_.state_length_max));
-    op.choice = static_cast<std::uint32_t>(rng_.below(1u << 16));
-    const std::size_t live = boxed_.live_snapshots();
-    if (op.kind == OpKind::snapshot_start && live >= options_.live_snapshots_max) {
-      op.kind = OpKind::snapshot_release;
-    } else if (op.kind == OpKind::snapshot_release && live == 0) {
-      op.kind = OpKind::snapshot_start;
-    }
-    if (op.kind == OpKind::snapshot_release) {
-      op.length = (rng_.chance(options_.double_release_percent, 100) ? 1u : 0u) |
-                  (rng_.chance(options_.double_release_percent, 100) ? 2u : 0u);
-    }
-    if (op.kind == OpKind::visit) {
-      op.length = 1 + static_cast<std::uint32_t>(rng_.below(options_.visit_entries_max));
-    }
-    return op;
-  }
+  // The next operation, drawn from the run's PRNG (draw_op).
+  Op draw() { return draw_op(rng_, options_, boxed_.live_snapshots()); }
 
   // Applies `op` to every lane and runs the checks due at this step. False on a failure
   // (then failure() says what); a failed run applies nothing more.
@@ -974,14 +985,8 @@ class IsolationRun {
                                 std::move(op), std::move(what), describe(options_)};
   }
 
-  static std::uint32_t sum(const OpWeights& w) noexcept {
-    return w.put + w.put_and_get_old + w.remove + w.remove_and_get_old + w.get + w.contains +
-           w.get_mutable + w.transform + w.snapshot_start + w.snapshot_release + w.visit;
-  }
-
   // Set at construction; lanes keep a reference to options_.
   const IsolationOptions options_;
-  const std::uint32_t total_weight_ = sum(options_.weights);
 
   // Writer thread only.
   Prng rng_;
