@@ -47,4 +47,32 @@ bool parse_items(std::string_view line, std::string* error, Assign&& assign) {
   return true;
 }
 
+// For options whose numbers are listed once by a `for_each_field(options, f)` that calls
+// f(name, field) per std::uint32_t field: the `name=value` items it prints, and the
+// assignment of one parsed item (whether the key is one of them; *ok cleared on a bad value).
+template <class Options, class ForEachField>
+std::string field_items(const Options& options, ForEachField&& for_each_field) {
+  std::string out;
+  Options copy = options;
+  for_each_field(copy, [&out](const char* name, std::uint32_t& v) {
+    if (!out.empty()) out += ' ';
+    out += name;
+    out += '=';
+    out += std::to_string(v);
+  });
+  return out;
+}
+
+template <class Options, class ForEachField>
+bool assign_field(Options& options, ForEachField&& for_each_field, std::string_view key,
+                  std::string_view value, bool* ok) {
+  bool known = false;
+  for_each_field(options, [&](const char* name, std::uint32_t& field) {
+    if (key != name) return;
+    known = true;
+    *ok = parse_u32(value, &field);
+  });
+  return known;
+}
+
 }  // namespace cowstate::sim::detail

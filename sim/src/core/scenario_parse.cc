@@ -18,6 +18,7 @@
 #include "cowstate/hooks.h"
 #include "cowstate/sim/scenario.h"
 #include "cowstate/sim/text.h"
+#include "cowstate/sim/workload.h"
 
 namespace cowstate::sim {
 
@@ -422,8 +423,8 @@ class Parser {
     } else if (key == "pct_depth") {
       c.pct_depth = positive("a PCT depth (a positive number)", 64);
     } else if (key == "workload") {
-      const Token v = want_word("'map' or 'backend'");
-      if (v.text != "map" && v.text != "backend") fail(v, "'map' or 'backend'");
+      const Token v = want_word("a workload (" + workload_names() + ")");
+      if (find_workload(v.text) == nullptr) fail(v, "a workload (" + workload_names() + ")");
       c.backend = v.text == "backend";
       c.workload = v.text;
     } else {

@@ -102,7 +102,7 @@ std::string config_text(const ScenarioConfig& c) {
   if (c.seed != d.seed) add("seed=" + std::to_string(c.seed));
   if (c.strategy != d.strategy) add("strategy=" + c.strategy);
   if (c.pct_depth != d.pct_depth) add("pct_depth=" + std::to_string(c.pct_depth));
-  if (c.backend != d.backend) add("workload=backend");
+  if (c.workload != d.workload) add("workload=" + c.workload);
   if (c.max_parallelism != d.max_parallelism) {
     add("max_parallelism=" + std::to_string(c.max_parallelism));
   }

@@ -28,6 +28,7 @@ void for_each_field(MapWorkloadOptions& o, F&& f) {
   f("cancel_percent", o.cancel_percent);
   f("deep_check_every", o.deep_check_every);
 }
+constexpr auto kFields = [](auto& o, auto&& f) { for_each_field(o, f); };
 }  // namespace
 
 MapWorkloadOptions MapWorkloadOptions::swarm(std::uint64_t seed, std::uint32_t ops_max,
@@ -66,14 +67,7 @@ MapWorkloadOptions MapWorkloadOptions::swarm(std::uint64_t seed, std::uint32_t o
 }
 
 std::string MapWorkloadOptions::to_string() const {
-  std::string out;
-  MapWorkloadOptions copy = *this;
-  for_each_field(copy, [&out](const char* name, std::uint32_t& v) {
-    if (!out.empty()) out += ' ';
-    out += name;
-    out += '=';
-    out += std::to_string(v);
-  });
+  std::string out = detail::field_items(*this, kFields);
   out += " identity_hash=";
   out += identity_hash ? "1" : "0";
   out += " weights=";
@@ -91,13 +85,7 @@ std::optional<MapWorkloadOptions> MapWorkloadOptions::parse(std::string_view lin
   MapWorkloadOptions o;
   const bool parsed =
       parse_items(line, error, [&o](std::string_view key, std::string_view value, bool* ok) {
-        bool known = false;
-        for_each_field(o, [&](const char* name, std::uint32_t& field) {
-          if (key == name) {
-            known = true;
-            *ok = parse_u32(value, &field);
-          }
-        });
+        bool known = detail::assign_field(o, kFields, key, value, ok);
         if (key == "identity_hash") {
           known = true;
           *ok = value == "0" || value == "1";

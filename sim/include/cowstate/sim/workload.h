@@ -9,6 +9,7 @@
 //   map       one CowStateMap, its snapshots serialized and restored (sim/src/map/)
 //   backend   a KeyedStateBackend with checkpoints on disk, faults and rescaling restores
 //             (sim/src/backend/)
+// tests/probe_workload/ is the smallest one, registered only in its test binary.
 //
 // A workload gives:
 //   - its options for generated runs: a per-seed mix (swarm), printed as one key=value line
