@@ -1,12 +1,15 @@
 // Stateful RapidCheck property: random command sequences run against CowStateMap and the
-// reference model VersionedMap in lockstep (rc::state). After every command the live map must
-// equal the model's live image, every live snapshot must equal the model's image of its
-// version, and the deep invariant check must pass.
+// reference model VersionedMap in lockstep (rc::state). The map's operations are the one list
+// every driver of the map draws from (cowstate/sim/isolation.h: OpKind, Op, OpWeights), applied
+// through an IsolationLane, which checks each result against the model and, after every
+// command here, the live map, every live snapshot against the image of its version and both
+// invariant checks. Two commands read snapshots on their own: an iteration pass whose cursor
+// is resumed across commands (so a partial iteration is interleaved with writes), and a
+// serialization in random step sizes followed by a restore.
 //
-// Model = VersionedMap (copyable: it tracks snapshots by version, start_snapshot() and
-// release_snapshot(v), never by handle); its live_versions() is the list of live snapshots.
-// Sut = the map plus its snapshot handles keyed by version, each with a cursor that resumes
-// across IterateSnapshot commands, so a partial iteration is interleaved with writes.
+// Model = the live snapshot versions, in the lane's order, which the generators need; the
+// versioned state itself is the lane's model. Sut = the lane plus the iteration passes in
+// progress, keyed by version.
 //
 // Map assertions (COWSTATE_ASSERT) throw while a property runs, so a broken invariant is
 // reported and shrunk by RapidCheck like any other failure. Every command prints its
@@ -15,81 +18,116 @@
 #include <rapidcheck/catch.h>
 #include <rapidcheck/state.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <memory>
 #include <ostream>
-#include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
-#include "cowstate/assert.h"
 #include "cowstate/cow_state_map.h"
 #include "cowstate/cow_state_map_access.h"
-#include "cowstate/model/versioned_map.h"
 #include "cowstate/serializers.h"
+#include "cowstate/sim/isolation.h"
 #include "cowstate/snapshot_io.h"
 
 namespace {
 
+using cowstate::model::to_text;
+using cowstate::sim::Op;
+using cowstate::sim::OpKind;
 using Key = std::uint64_t;
 using Ns = std::int32_t;
 using Value = std::vector<std::int64_t>;
-using Map = cowstate::CowStateMap<Key, Ns, Value>;
-using ModelMap = cowstate::model::VersionedMap<Key, Ns, Value>;
-using Image = ModelMap::Image;
-using cowstate::model::to_text;
+using Lane = cowstate::sim::IsolationLane<Value>;
+using Map = Lane::Map;
+using Image = Lane::Image;
 
-static_assert(std::is_copy_constructible_v<ModelMap>,
-              "rc::state copies the model for every command");
 static_assert(!Map::kInline, "vector states are boxed, so state sharing is exercised");
 
 // Capacity 4 to 8: with up to 48 keys every run rehashes and then chains at maximum capacity.
 constexpr cowstate::MapOptions kTinyOptions{
     .initial_capacity = 4, .min_capacity = 4, .max_capacity = 8};
 
+cowstate::sim::IsolationOptions lane_options(cowstate::MapOptions map_options) {
+  cowstate::sim::IsolationOptions o;
+  o.key_count = 16;
+  o.namespace_count = 3;
+  o.map_options = map_options;
+  o.live_snapshots_max = 6;
+  o.state_length_max = 4;
+  o.inline_lane = false;
+  return o;
+}
+
 struct Model {
-  ModelMap map;
+  std::uint32_t version = 0;        // snapshots started so far
+  std::vector<std::uint32_t> live;  // live snapshot versions, oldest first
 };
 
-// The map's snapshot of one version, and an iteration pass that may span several commands.
-struct SnapshotSlot {
-  explicit SnapshotSlot(Map::Snapshot s) : snapshot(std::move(s)) {}
-  Map::Snapshot snapshot;
-  Map::Snapshot::Cursor cursor;  // valid while in_pass
-  bool in_pass = false;
+// An iteration pass over one live snapshot that may span several commands.
+struct Pass {
+  Map::Snapshot::Cursor cursor;
   Image emitted;  // what the cursor produced in this pass
 };
 
 struct Sut {
-  explicit Sut(cowstate::MapOptions o) : options(o), map(o) {}
-  cowstate::MapOptions options;
-  Map map;
-  // Declared after the map, so destroyed (released) before it. Released snapshots stay, so
-  // a release can be repeated on the same handle.
-  std::map<std::uint32_t, SnapshotSlot> snapshots;
+  explicit Sut(cowstate::MapOptions map_options)
+      : options(lane_options(map_options)), lane(options) {}
+  const Lane::LiveSnapshot& live(std::uint32_t v) const {
+    const Lane::LiveSnapshot* s = lane.live_snapshot(v);
+    RC_ASSERT(s != nullptr);
+    return *s;
+  }
+  // Drops the passes over snapshots a command released.
+  void forget_released() {
+    std::erase_if(passes, [this](const auto& p) { return lane.live_snapshot(p.first) == nullptr; });
+  }
+  cowstate::sim::IsolationOptions options;  // the lane keeps a reference
+  Lane lane;
+  cowstate::sim::IsolationCounters counters;
+  std::map<std::uint32_t, Pass> passes;  // destroyed before the lane's snapshots
 };
 
 using Command = rc::state::Command<Model, Sut>;
 
 // --- generators --------------------------------------------------------------------------------
 
-Key gen_key() { return *rc::gen::inRange<Key>(0, 16); }
-Ns gen_ns() { return *rc::gen::inRange<Ns>(0, 3); }
-std::int64_t gen_element() { return *rc::gen::inRange<std::int64_t>(-20, 21); }
-Value gen_value() {
-  const auto n = *rc::gen::inRange<std::size_t>(0, 4);
-  return *rc::gen::container<Value>(n, rc::gen::inRange<std::int64_t>(-20, 21));
+// An operation of the one list, its kind drawn by the lane's weights as draw_op() draws it;
+// every field shrinks towards 0 (the kind towards put).
+Op gen_op(const cowstate::sim::IsolationOptions& o) {
+  Op op;
+  const std::uint32_t total = cowstate::sim::total_weight(o.weights);
+  op.kind = cowstate::sim::kind_at(o.weights, *rc::gen::inRange<std::uint32_t>(0, total));
+  switch (op.kind) {
+    case OpKind::snapshot_start:
+      break;
+    case OpKind::snapshot_release:
+      op.choice = *rc::gen::inRange<std::uint32_t>(0, 8);
+      op.length = *rc::gen::inRange<std::uint32_t>(0, 4);  // bit 0: twice, bit 1: again
+      break;
+    case OpKind::visit:
+      op.value = *rc::gen::inRange<std::int64_t>(0, 64);
+      op.length = *rc::gen::inRange<std::uint32_t>(1, o.visit_entries_max + 1);
+      break;
+    default:
+      op.key = *rc::gen::inRange<Key>(0, o.key_count) * o.key_stride;
+      op.ns = *rc::gen::inRange<Ns>(0, static_cast<Ns>(o.namespace_count));
+      op.value = *rc::gen::inRange<std::int64_t>(-20, 21);
+      op.length = *rc::gen::inRange<std::uint32_t>(1, o.state_length_max + 1);
+      op.choice = *rc::gen::inRange<std::uint32_t>(0, 3);
+      break;
+  }
+  return op;
 }
+
 // A live snapshot version. Discards the command when none is live.
 std::uint32_t gen_live_version(const Model& m) {
-  const std::vector<std::uint32_t> live = m.map.live_versions();
-  RC_PRE(!live.empty());
-  return *rc::gen::elementOf(live);
+  RC_PRE(!m.live.empty());
+  return *rc::gen::elementOf(m.live);
 }
 
 // --- checks ------------------------------------------------------------------------------------
@@ -108,125 +146,39 @@ void require_same(const Image& expected, const Image& actual, const std::string&
   if (auto d = cowstate::model::diff(expected, actual)) RC_FAIL(what + ": " + *d);
 }
 
-// After a command: `m` is the model after it, `sut` the system after it.
-void check_all(const Model& m, Sut& sut) {
-  require_same(m.map.live(), image_of(sut.map), "live map differs from the model");
-  RC_ASSERT(sut.map.size() == m.map.size());
-  RC_ASSERT(sut.map.map_version() == m.map.map_version());
-  RC_ASSERT(sut.map.highest_required_version() == m.map.highest_required_version());
-  RC_ASSERT(cowstate::CowStateMapAccess::live_versions(sut.map) == m.map.live_versions());
-  for (const std::uint32_t v : m.map.live_versions()) {
-    const auto it = sut.snapshots.find(v);
-    RC_ASSERT(it != sut.snapshots.end());
-    const Map::Snapshot& s = it->second.snapshot;
-    RC_ASSERT(s.valid());
-    const Image expected = m.map.image(v);
-    RC_ASSERT(s.size() == expected.size());
-    require_same(expected, image_of(s),
-                 "snapshot " + std::to_string(v) + " differs from the model");
-  }
-  if (std::string why; !sut.map.check_invariants(&why)) RC_FAIL("check_invariants: " + why);
-  if (m.map.live_versions().empty()) RC_ASSERT(sut.map.retired_count() == 0u);
+// After a command (which checked the map, its snapshots and both models): the generators'
+// view of the live snapshots agrees with the lane's model and with the map's own list.
+void check_versions(const Model& m, Sut& sut) {
+  RC_ASSERT(sut.lane.model().live_versions() == m.live);
+  RC_ASSERT(cowstate::CowStateMapAccess::live_versions(sut.lane.map()) == m.live);
+  RC_ASSERT(sut.lane.map().map_version() == m.version);
 }
 
 // --- commands ----------------------------------------------------------------------------------
 
-struct Put : Command {
-  Key k = gen_key();
-  Ns ns = gen_ns();
-  Value v = gen_value();
-  void apply(Model& m) const override { m.map.put(k, ns, v); }
-  void run(const Model& m, Sut& sut) const override {
-    sut.map.put(k, ns, v);
-    check_all(nextState(m), sut);
-  }
-  void show(std::ostream& os) const override {
-    os << "Put(k=" << k << ", ns=" << ns << ", v=" << to_text(v) << ")";
-  }
-};
-
-struct Remove : Command {
-  Key k = gen_key();
-  Ns ns = gen_ns();
-  void apply(Model& m) const override { m.map.remove(k, ns); }
-  void run(const Model& m, Sut& sut) const override {
-    RC_ASSERT(sut.map.remove(k, ns) == m.map.contains(k, ns));
-    check_all(nextState(m), sut);
-  }
-  void show(std::ostream& os) const override { os << "Remove(k=" << k << ", ns=" << ns << ")"; }
-};
-
-// A const read: never copies, but takes a rehash step like every keyed operation.
-struct Get : Command {
-  Key k = gen_key();
-  Ns ns = gen_ns();
-  void run(const Model& m, Sut& sut) const override {
-    const Value* got = sut.map.get(k, ns);
-    const Value* expected = m.map.get(k, ns);
-    RC_ASSERT((got == nullptr) == (expected == nullptr));
-    if (got != nullptr) RC_ASSERT(*got == *expected);
-    check_all(m, sut);
-  }
-  void show(std::ostream& os) const override { os << "Get(k=" << k << ", ns=" << ns << ")"; }
-};
-
-struct GetMutableAndMutate : Command {
-  Key k = gen_key();
-  Ns ns = gen_ns();
-  std::int64_t x = gen_element();
-  void apply(Model& m) const override {
-    if (Value* v = m.map.get_mutable(k, ns)) v->push_back(x);
-  }
-  void run(const Model& m, Sut& sut) const override {
-    Value* got = sut.map.get_mutable(k, ns);
-    const Value* expected = m.map.get(k, ns);
-    RC_ASSERT((got == nullptr) == (expected == nullptr));
-    if (got != nullptr) {
-      RC_ASSERT(*got == *expected);
-      got->push_back(x);
-    }
-    check_all(nextState(m), sut);
-  }
-  void show(std::ostream& os) const override {
-    os << "GetMutableAndMutate(k=" << k << ", ns=" << ns << ", push=" << x << ")";
-  }
-};
-
-struct Transform : Command {
-  Key k = gen_key();
-  Ns ns = gen_ns();
-  std::int64_t x = gen_element();
-  static Value append(const Value* old, const std::int64_t& x) {
-    Value v = old != nullptr ? *old : Value{};
-    v.push_back(x);
-    return v;
-  }
-  void apply(Model& m) const override { m.map.transform(k, ns, x, append); }
-  void run(const Model& m, Sut& sut) const override {
-    sut.map.transform(k, ns, x, append);
-    check_all(nextState(m), sut);
-  }
-  void show(std::ostream& os) const override {
-    os << "Transform(k=" << k << ", ns=" << ns << ", append=" << x << ")";
-  }
-};
-
-struct StartSnapshot : Command {
+struct MapOp : Command {
   static constexpr std::size_t kMaxLive = 6;
+  Op op;
+  // The key space and the weights are the same for every map size.
+  explicit MapOp(const Model& m) : op(gen_op(lane_options({}))) {
+    if (op.kind == OpKind::snapshot_release) RC_PRE(!m.live.empty());
+  }
   void checkPreconditions(const Model& m) const override {
-    RC_PRE(m.map.live_versions().size() < kMaxLive);
+    if (op.kind == OpKind::snapshot_start) RC_PRE(m.live.size() < kMaxLive);
+    if (op.kind == OpKind::snapshot_release) RC_PRE(!m.live.empty());
   }
-  void apply(Model& m) const override { m.map.start_snapshot(); }
+  void apply(Model& m) const override {
+    if (op.kind == OpKind::snapshot_start) m.live.push_back(++m.version);
+    if (op.kind == OpKind::snapshot_release) {
+      m.live.erase(m.live.begin() + static_cast<std::ptrdiff_t>(op.choice % m.live.size()));
+    }
+  }
   void run(const Model& m, Sut& sut) const override {
-    Map::Snapshot s = sut.map.snapshot();
-    RC_ASSERT(s.version() == m.map.map_version() + 1);
-    RC_ASSERT(s.size() == m.map.size());
-    const std::uint32_t v = s.version();
-    const bool inserted = sut.snapshots.emplace(v, SnapshotSlot(std::move(s))).second;
-    RC_ASSERT(inserted);
-    check_all(nextState(m), sut);
+    if (auto bad = sut.lane.apply(op, true, true, sut.counters)) RC_FAIL(*bad);
+    sut.forget_released();
+    check_versions(nextState(m), sut);
   }
-  void show(std::ostream& os) const override { os << "StartSnapshot()"; }
+  void show(std::ostream& os) const override { os << to_text(op); }
 };
 
 // Advances the snapshot's cursor by up to `count` entries; a pass may span commands, with
@@ -236,68 +188,40 @@ struct IterateSnapshot : Command {
   std::uint32_t v;
   std::size_t count = *rc::gen::inRange<std::size_t>(1, 20);
   explicit IterateSnapshot(const Model& m) : v(gen_live_version(m)) {}
-  void checkPreconditions(const Model& m) const override { RC_PRE(m.map.is_live(v)); }
+  void checkPreconditions(const Model& m) const override {
+    RC_PRE(std::find(m.live.begin(), m.live.end(), v) != m.live.end());
+  }
   void run(const Model& m, Sut& sut) const override {
-    SnapshotSlot& slot = sut.snapshots.at(v);
-    const Image expected = m.map.image(v);
-    if (!slot.in_pass) {
-      slot.cursor = slot.snapshot.cursor();
-      slot.emitted.clear();
-      slot.in_pass = true;
-    }
-    for (std::size_t i = 0; i < count && !slot.cursor.done(); ++i, slot.cursor.next()) {
-      const auto e = slot.cursor.get();
+    const Lane::LiveSnapshot& snapshot = sut.live(v);
+    const Image& expected = snapshot.expected;
+    auto [it, fresh_pass] = sut.passes.try_emplace(v);
+    Pass& pass = it->second;
+    if (fresh_pass) pass.cursor = snapshot.handle.cursor();
+    for (std::size_t i = 0; i < count && !pass.cursor.done(); ++i, pass.cursor.next()) {
+      const auto e = pass.cursor.get();
       const auto key = std::make_pair(e.key, e.ns);
-      const auto it = expected.find(key);
-      if (it == expected.end()) {
+      const auto want = expected.find(key);
+      if (want == expected.end()) {
         RC_FAIL("snapshot " + std::to_string(v) + " emitted " + to_text(key) + ":" +
                 to_text(e.state) + ", absent from the model image");
       }
-      if (!(it->second == e.state)) {
+      if (!(want->second == e.state)) {
         RC_FAIL("snapshot " + std::to_string(v) + " emitted " + to_text(key) + ":" +
-                to_text(e.state) + ", model image has " + to_text(it->second));
+                to_text(e.state) + ", model image has " + to_text(want->second));
       }
-      const bool fresh = slot.emitted.emplace(key, e.state).second;
+      const bool fresh = pass.emitted.emplace(key, e.state).second;
       if (!fresh) RC_FAIL("snapshot " + std::to_string(v) + " emitted " + to_text(key) + " twice");
     }
-    if (slot.cursor.done()) {
-      require_same(expected, slot.emitted,
+    if (pass.cursor.done()) {
+      require_same(expected, pass.emitted,
                    "full iteration of snapshot " + std::to_string(v) + " differs from the model");
-      slot.in_pass = false;
+      sut.passes.erase(it);
     }
-    check_all(m, sut);
+    check_versions(m, sut);
   }
   void show(std::ostream& os) const override {
     os << "IterateSnapshot(v=" << v << ", entries=" << count << ")";
   }
-};
-
-// Releases a snapshot; mostly a live one, sometimes one released before (idempotent).
-struct Release : Command {
-  std::uint32_t v;
-  explicit Release(const Model& m) : v(pick(m)) {}
-  static std::uint32_t pick(const Model& m) {
-    RC_PRE(m.map.map_version() >= 1u);
-    const std::vector<std::uint32_t> live = m.map.live_versions();
-    if (!live.empty() && *rc::gen::inRange(0, 4) != 0) return *rc::gen::elementOf(live);
-    return *rc::gen::inRange<std::uint32_t>(1, m.map.map_version() + 1);
-  }
-  void checkPreconditions(const Model& m) const override {
-    RC_PRE(v >= 1u);
-    RC_PRE(v <= m.map.map_version());
-  }
-  void apply(Model& m) const override { m.map.release_snapshot(v); }
-  void run(const Model& m, Sut& sut) const override {
-    const auto it = sut.snapshots.find(v);
-    RC_ASSERT(it != sut.snapshots.end());
-    Map::Snapshot& s = it->second.snapshot;
-    RC_ASSERT(s.released() == !m.map.is_live(v));
-    s.release();
-    RC_ASSERT(s.released());
-    it->second.in_pass = false;
-    check_all(nextState(m), sut);
-  }
-  void show(std::ostream& os) const override { os << "Release(v=" << v << ")"; }
 };
 
 // Writes a live snapshot with the snapshot writer in random step sizes, reads the bytes back
@@ -311,7 +235,9 @@ struct SerializeRestore : Command {
   std::vector<std::size_t> steps = *rc::gen::container<std::vector<std::size_t>>(
       *rc::gen::inRange<std::size_t>(1, 5), rc::gen::inRange<std::size_t>(1, 8));
   explicit SerializeRestore(const Model& m) : v(gen_live_version(m)) {}
-  void checkPreconditions(const Model& m) const override { RC_PRE(m.map.is_live(v)); }
+  void checkPreconditions(const Model& m) const override {
+    RC_PRE(std::find(m.live.begin(), m.live.end(), v) != m.live.end());
+  }
   void run(const Model& m, Sut& sut) const override;
   void show(std::ostream& os) const override {
     os << "SerializeRestore(v=" << v << ", steps=" << to_text(steps) << ")";
@@ -319,9 +245,9 @@ struct SerializeRestore : Command {
 };
 
 void SerializeRestore::run(const Model& m, Sut& sut) const {
-  const Image expected = m.map.image(v);
+  const Image& expected = sut.live(v).expected;
   const std::string name = "snapshot " + std::to_string(v);
-  Writer writer(sut.snapshots.at(v).snapshot);
+  Writer writer(sut.live(v).handle);
   Image written;
   std::size_t calls = 0;
   for (bool done = false; !done;) {
@@ -343,8 +269,8 @@ void SerializeRestore::run(const Model& m, Sut& sut) const {
   RC_ASSERT(writer.entries_written() == expected.size());
   require_same(expected, written, "entries written for " + name);
 
-  const ModelMap restored_model = ModelMap::restore(expected);
-  for (const cowstate::MapOptions& options : {sut.options, kTinyOptions}) {
+  const Lane::Model restored_model = Lane::Model::restore(expected);
+  for (const cowstate::MapOptions& options : {sut.options.map_options, kTinyOptions}) {
     auto restored =
         cowstate::read_map_snapshot<Map, cowstate::UInt64Serializer, cowstate::Int32Serializer,
                                     cowstate::VectorInt64Serializer>(writer.bytes(), options);
@@ -358,43 +284,25 @@ void SerializeRestore::run(const Model& m, Sut& sut) const {
       RC_FAIL("check_invariants of the map restored from " + name + ": " + why);
     }
   }
-  check_all(m, sut);
+  check_versions(m, sut);
 }
 
 // --- the property ------------------------------------------------------------------------------
 
-// Turns map assertions into exceptions for the duration of a test, so RapidCheck reports and
-// shrinks them.
-class ThrowingAsserts {
- public:
-  ThrowingAsserts() : previous_(cowstate::set_assert_handler(&raise)) {}
-  ~ThrowingAsserts() { cowstate::set_assert_handler(previous_); }
-  ThrowingAsserts(const ThrowingAsserts&) = delete;
-  ThrowingAsserts& operator=(const ThrowingAsserts&) = delete;
-
- private:
-  [[noreturn]] static void raise(const char* expr, const char* invariant, const char* message,
-                                 const char* file, int line) {
-    throw std::logic_error(std::string(file) + ":" + std::to_string(line) + ": invariant " +
-                           invariant + " violated: " + message + " (" + expr + ")");
-  }
-  cowstate::AssertHandler previous_;
-};
-
 constexpr double kSequenceScale = 4.0;
 
 void check_map_against_model(cowstate::MapOptions options) {
-  ThrowingAsserts throwing;
+  // Map assertions throw, so RapidCheck reports and shrinks them.
+  cowstate::sim::ScopedThrowingAssertHandler throwing;
   rc::prop("command sequences agree with the model", [options] {
     // rc::state::check, with sequences four times longer than RapidCheck's default size
     // gives, so maps grow past a few entries and rehash under live snapshots.
     const auto commands = *rc::gen::scale(
         kSequenceScale,
         rc::state::gen::commands(
-            Model{},
-            rc::state::gen::execOneOfWithArgs<Put, Put, Remove, Get, GetMutableAndMutate, Transform,
-                                              StartSnapshot, IterateSnapshot, IterateSnapshot,
-                                              Release, SerializeRestore>()));
+            Model{}, rc::state::gen::execOneOfWithArgs<MapOp, MapOp, MapOp, MapOp, MapOp, MapOp,
+                                                       IterateSnapshot, IterateSnapshot,
+                                                       SerializeRestore>()));
     Sut sut(options);
     rc::state::runAll(commands, Model{}, sut);
   });

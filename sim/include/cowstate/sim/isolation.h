@@ -67,6 +67,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -240,20 +241,24 @@ inline std::uint32_t total_weight(const OpWeights& w) noexcept {
          w.get_mutable + w.transform + w.snapshot_start + w.snapshot_release + w.visit;
 }
 
+// The kind a draw of `pick` in [0, total_weight(w)) selects: the kinds in OpKind order, each
+// over as many values as its weight. REQUIRES: pick < total_weight(w).
+inline OpKind kind_at(const OpWeights& w, std::uint64_t pick) noexcept {
+  const std::uint32_t weights[] = {
+      w.put,         w.put_and_get_old, w.remove,         w.remove_and_get_old, w.get,  w.contains,
+      w.get_mutable, w.transform,       w.snapshot_start, w.snapshot_release,   w.visit};
+  std::size_t kind = 0;
+  while (pick >= weights[kind]) pick -= weights[kind++];
+  return static_cast<OpKind>(kind);
+}
+
 // One operation drawn from `rng` by the weights and bounds of `options`, the one way every
 // driver of the map draws (the isolation run and the real-thread stress test): a snapshot
 // start with `live_snapshots` at the live limit becomes a release, a release with nothing
 // live becomes a start. REQUIRES: total_weight(options.weights) > 0.
 inline Op draw_op(Prng& rng, const IsolationOptions& options, std::size_t live_snapshots) {
-  const OpWeights& w = options.weights;
-  const std::uint32_t weights[] = {
-      w.put,         w.put_and_get_old, w.remove,         w.remove_and_get_old, w.get,  w.contains,
-      w.get_mutable, w.transform,       w.snapshot_start, w.snapshot_release,   w.visit};
-  std::uint64_t pick = rng.below(total_weight(w));
-  std::size_t kind = 0;
-  while (pick >= weights[kind]) pick -= weights[kind++];
   Op op;
-  op.kind = static_cast<OpKind>(kind);
+  op.kind = kind_at(options.weights, rng.below(total_weight(options.weights)));
   op.key = rng.below(options.key_count) * options.key_stride;
   op.ns = static_cast<std::int32_t>(rng.below(options.namespace_count));
   op.value = static_cast<std::int64_t>(rng.below(1000));
@@ -539,7 +544,7 @@ class IsolationLane {
   // the handle, possibly on another thread. nullopt when no snapshot is live.
   std::optional<DetachedSnapshot<S>> detach_snapshot() {
     if (live_.empty()) return std::nullopt;
-    LiveSnapshot s = std::move(live_.back());
+    LiveSnapshot s = std::move(*live_.back());
     live_.pop_back();
     DetachedSnapshot<S> d{std::move(s.handle), s.version, model_.image(s.version)};
     model_.release_snapshot(s.version);
@@ -547,17 +552,27 @@ class IsolationLane {
     return d;
   }
 
-  std::size_t live_snapshots() const noexcept { return live_.size(); }
-  Map& map() noexcept { return map_; }
-  const Model& model() const noexcept { return model_; }
-
- private:
   // A live snapshot and the model image of its version, captured at its start.
   struct LiveSnapshot {
     typename Map::Snapshot handle;
     std::uint32_t version = 0;
     Image expected;
   };
+
+  // The live snapshot of `version`, for a caller that reads it itself (a cursor held
+  // across steps, a serializer); nullptr when that version is not live in this lane. It
+  // stays at this address, and a cursor of its handle stays valid, until it is released.
+  const LiveSnapshot* live_snapshot(std::uint32_t version) const noexcept {
+    for (const auto& s : live_) {
+      if (s->version == version) return s.get();
+    }
+    return nullptr;
+  }
+  std::size_t live_snapshots() const noexcept { return live_.size(); }
+  Map& map() noexcept { return map_; }
+  const Model& model() const noexcept { return model_; }
+
+ private:
   static constexpr std::size_t kReleasedKept = 2;
 
   std::optional<std::string> apply_op(const Op& op, IsolationCounters& counters) {
@@ -642,20 +657,21 @@ class IsolationLane {
       return "snapshot started at map version " + std::to_string(handle.version()) +
              ", the model's is " + std::to_string(version);
     }
-    live_.push_back(LiveSnapshot{std::move(handle), version, model_.image(version)});
-    return check_one_snapshot(live_.back(), counters);
+    live_.push_back(std::make_unique<LiveSnapshot>(
+        LiveSnapshot{std::move(handle), version, model_.image(version)}));
+    return check_one_snapshot(*live_.back(), counters);
   }
 
   // Checks the snapshot at live_[i] in full, and that the model's image of its version did
   // not change since its start; releases it (twice if asked) in the map and the model, and
   // keeps the released handle to release again later.
   std::optional<std::string> release_at(std::size_t i, bool twice, IsolationCounters& counters) {
-    if (auto bad = check_one_snapshot(live_[i], counters)) return bad;
-    if (auto d = model::diff(live_[i].expected, model_.image(live_[i].version))) {
-      return "the model's image of v" + std::to_string(live_[i].version) +
+    if (auto bad = check_one_snapshot(*live_[i], counters)) return bad;
+    if (auto d = model::diff(live_[i]->expected, model_.image(live_[i]->version))) {
+      return "the model's image of v" + std::to_string(live_[i]->version) +
              " changed while it was live: " + *d;
     }
-    LiveSnapshot s = std::move(live_[i]);
+    LiveSnapshot s = std::move(*live_[i]);
     live_.erase(live_.begin() + static_cast<std::ptrdiff_t>(i));
     s.handle.release();
     if (twice) s.handle.release();
@@ -726,8 +742,8 @@ class IsolationLane {
     }
     if (check_images) {
       if (auto bad = check_live(counters)) return bad;
-      for (const LiveSnapshot& s : live_) {
-        if (auto bad = check_one_snapshot(s, counters)) return bad;
+      for (const auto& s : live_) {
+        if (auto bad = check_one_snapshot(*s, counters)) return bad;
       }
     }
     if (deep_check) {
@@ -854,9 +870,9 @@ class IsolationLane {
   Model model_;
   std::size_t size_ = 0;  // the model's size, tracked from the model's own answers
   VisitCursor cursor_;
-  std::vector<LiveSnapshot> live_;
-  std::vector<typename Map::Snapshot> released_;  // a few released handles, to release again
-  std::size_t detached_ = 0;                      // handed out by detach_snapshot()
+  std::vector<std::unique_ptr<LiveSnapshot>> live_;  // each stays at one address while live
+  std::vector<typename Map::Snapshot> released_;     // a few released handles, to release again
+  std::size_t detached_ = 0;                         // handed out by detach_snapshot()
   std::vector<std::uint64_t> seen_;  // per slot: the pass (stamp_) that last visited it
   std::uint64_t stamp_ = 0;
 };
