@@ -97,7 +97,7 @@ TEST_CASE("a recorded backend run written as a scenario replays the same trace",
     const std::optional<Scenario> recorded_scenario = to_scenario(config, recorded);
     REQUIRE(recorded_scenario.has_value());
     const Scenario& scenario = *recorded_scenario;
-    CHECK(scenario.config.backend);
+    CHECK(scenario.config.workload == "backend");
     const std::string text = print_scenario(scenario);
     ParseError error;
     auto parsed = parse_scenario(text, "recorded", &error);

@@ -262,7 +262,6 @@ rc::Gen<Scenario> gen_scenario() {
 rc::Gen<Scenario> gen_backend_scenario() {
   return rc::gen::exec([] {
     Scenario s;
-    s.config.backend = true;
     s.config.workload = "backend";
     s.config.fixed_schedule = *rc::gen::arbitrary<bool>();
     s.config.max_parallelism = *rc::gen::inRange<std::int32_t>(2, 1024);
@@ -421,7 +420,7 @@ writer: restore c1 into 2-7 and 8-13 then merge
 expect c1 into 8-13 s=avg = {(4,2):[9,3]}
 expect latest none
 )");
-  CHECK(s.config.backend);
+  CHECK(s.config.workload == "backend");
   CHECK(s.config.max_parallelism == 16);
   CHECK(s.config.key_groups == GroupRange{2, 13});
   const auto& add = std::get<StepLine>(s.items[0]).action;

@@ -92,6 +92,14 @@ expect live = {1:11}
   CHECK_FALSE(parse_scenario("config workload=nope\nwriter: get k=1\n", "x", &error));
   CHECK(error.message ==
         "expected a workload (map, backend, probe, probe_skip_remove), found 'nope'");
+  // The probe speaks the common language only: none of the map's bookkeeping expectations,
+  // no keyed states, no TTL.
+  CHECK_FALSE(parse_scenario("config workload=probe\nexpect versions map=0 h=0\n", "x", &error));
+  CHECK(error.message == "expected an expectation of the probe workload, found 'versions'");
+  CHECK_FALSE(parse_scenario("config workload=probe ttl=5\n", "x", &error));
+  CHECK(error.message ==
+        "expected TTL settings with workload=backend (TTL is a property of keyed state), found a "
+        "TTL setting in a probe scenario");
 }
 
 TEST_CASE("a planted probe bug shrinks to a put and a remove that fail the same way",

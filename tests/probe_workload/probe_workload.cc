@@ -252,6 +252,7 @@ class ProbeWorkload final : public WorkloadWithOptions<ProbeOptions> {
   explicit ProbeWorkload(bool skip_remove) : skip_remove_(skip_remove) {}
   std::string_view name() const override { return skip_remove_ ? "probe_skip_remove" : "probe"; }
   std::string_view summary() const override { return "one map, no snapshots (tests only)"; }
+  ScenarioLanguage scenario_language() const override { return {}; }
   std::unique_ptr<detail::SimCore> make_simulation(const RunConfig& config,
                                                    Strategy& strategy) const override {
     return std::make_unique<ProbeSimulation>(config, strategy, skip_remove_);

@@ -16,6 +16,9 @@ class BackendWorkload final : public WorkloadWithOptions<BackendWorkloadOptions>
   std::string_view summary() const override {
     return "a keyed backend with checkpoints on disk, faults and rescaling restores";
   }
+  ScenarioLanguage scenario_language() const override {
+    return {.keyed_states = true, .checkpoints = true, .storage_faults = true};
+  }
   std::unique_ptr<detail::SimCore> make_simulation(const RunConfig& config,
                                                    Strategy& strategy) const override {
     return detail::make_backend_simulation(config, strategy);
@@ -23,7 +26,6 @@ class BackendWorkload final : public WorkloadWithOptions<BackendWorkloadOptions>
   void write_config(const WorkloadOptions& options, ScenarioConfig* config) const override {
     const BackendWorkloadOptions& b = options_of<BackendWorkloadOptions>(options);
     config->workload = name();
-    config->backend = true;
     config->initial_capacity = b.initial_capacity;
     config->min_capacity = b.min_capacity;
     config->max_capacity = b.max_capacity;

@@ -424,8 +424,9 @@ class Parser {
       c.pct_depth = positive("a PCT depth (a positive number)", 64);
     } else if (key == "workload") {
       const Token v = want_word("a workload (" + workload_names() + ")");
-      if (find_workload(v.text) == nullptr) fail(v, "a workload (" + workload_names() + ")");
-      c.backend = v.text == "backend";
+      const Workload* w = find_workload(v.text);
+      if (w == nullptr) fail(v, "a workload (" + workload_names() + ")");
+      language_ = w->scenario_language();
       c.workload = v.text;
     } else {
       return false;
@@ -488,9 +489,14 @@ class Parser {
                          c.ttl_return_expired != d.ttl_return_expired ||
                          c.ttl_cleanup != d.ttl_cleanup || c.ttl_key_switch != d.ttl_key_switch ||
                          c.ttl_full_snapshot != d.ttl_full_snapshot;
-    if ((c.ttl_ms != 0 || ttl_set) && !c.backend) {
-      fail(toks_[0], "TTL settings with workload=backend (TTL is a property of keyed state)",
-           "a TTL setting in a map scenario");
+    if ((c.ttl_ms != 0 || ttl_set) && !language_.keyed_states) {
+      std::string keyed;
+      for (const Workload* w : workloads()) {
+        if (!w->scenario_language().keyed_states) continue;
+        keyed += (keyed.empty() ? "workload=" : " or workload=") + std::string(w->name());
+      }
+      fail(toks_[0], "TTL settings with " + keyed + " (TTL is a property of keyed state)",
+           "a TTL setting in a " + c.workload.str() + " scenario");
     }
     if (ttl_set && c.ttl_ms == 0) {
       fail(toks_[0], "ttl=MS with the other TTL settings", "TTL settings without a ttl");
@@ -632,7 +638,7 @@ class Parser {
     const Token what = want_word(
         "a snapshot name, 'live', 'copied', 'versions', 'retired', 'failure' or 'latest'");
     if (what.text == "latest") {
-      if (!scenario_.config.backend) fail(what, "an expectation of the map workload", "'latest'");
+      if (!language_.checkpoints) fail(what, expectation_of_workload(), "'latest'");
       e.kind = ExpectKind::latest;
       const Token name = want_word("a checkpoint name or 'none'");
       if (name.text != "none" && !snapshots_.count(name.text)) {
@@ -642,16 +648,14 @@ class Parser {
     } else if (what.text == "copied") {
       copied_expectation(what, e);
     } else if (what.text == "versions") {
-      if (scenario_.config.backend)
-        fail(what, "an expectation of the backend workload", "'versions'");
+      if (!language_.map_internals) fail(what, expectation_of_workload(), "'versions'");
       e.kind = ExpectKind::versions;
       assignment("map");
       e.a = number<std::uint32_t>("a map version");
       assignment("h");
       e.b = number<std::uint32_t>("a highest required version");
     } else if (what.text == "retired") {
-      if (scenario_.config.backend)
-        fail(what, "an expectation of the backend workload", "'retired'");
+      if (!language_.map_internals) fail(what, expectation_of_workload(), "'retired'");
       e.kind = ExpectKind::retired;
       assignment("entries");
       e.a = number<std::uint32_t>("a count of retired entries");
@@ -671,7 +675,7 @@ class Parser {
 
   // `expect copied entries={...} states={...}` or `expect copied nothing`, after `copied`.
   void copied_expectation(const Token& what, Expectation& e) {
-    if (scenario_.config.backend) fail(what, "an expectation of the backend workload", "'copied'");
+    if (!language_.map_internals) fail(what, expectation_of_workload(), "'copied'");
     if (!scenario_.config.fixed_schedule) {
       fail(what, "an expectation that holds in any interleaving",
            "'copied' in a free schedule (it needs schedule=fixed)");
@@ -694,7 +698,7 @@ class Parser {
       fail(what, "'live' or a snapshot started above (" + known_snapshots() + ")");
     }
     e.target = what.text;
-    if (scenario_.config.backend) {
+    if (language_.keyed_states) {
       if (peek().kind == Tok::word && peek().text == "into") {
         if (what.text == "live") fail(peek(), "'s='", "'into' after 'live'");
         next();
@@ -705,6 +709,10 @@ class Parser {
     }
     want_punct("=");
     e.image = image();
+  }
+
+  std::string expectation_of_workload() const {
+    return "an expectation of the " + scenario_.config.workload.str() + " workload";
   }
 
   std::string known_snapshots() const {
@@ -799,7 +807,7 @@ class Parser {
       if (v != "advance") fail(verb, "a clock action (advance MS)");
       a.kind = ActionKind::advance;
       a.x = static_cast<std::int64_t>(bounded("a time in ms", 0, kMaxTtl));
-    } else if (writer && scenario_.config.backend) {
+    } else if (writer && language_.keyed_states) {
       backend_writer_action(verb, a);
     } else if (writer) {
       writer_action(verb, a);
@@ -808,7 +816,7 @@ class Parser {
         a.kind = ActionKind::cancel;
       } else if (v == "keep") {
         a.kind = ActionKind::keep;
-      } else if (v == "release" && scenario_.config.backend) {
+      } else if (v == "release" && language_.checkpoints) {
         fail(verb, "'cancel' or 'keep' (a checkpoint is stopped by cancelling it)", "'release'");
       } else if (v == "release") {
         if (!scenario_.config.fixed_schedule) {
@@ -826,7 +834,7 @@ class Parser {
         fail(name, "a snapshot started above (" + known_snapshots() + ")");
       }
       a.snapshot = name.text;
-    } else if (v == "fail" && scenario_.config.backend) {
+    } else if (v == "fail" && language_.storage_faults) {
       a.kind = ActionKind::fail;
       want_keyword("at");
       want_keyword("write");
@@ -835,7 +843,7 @@ class Parser {
       if (a.budget == 0) fail(t, "a file operation number N >= 1", "0");
     } else {
       if (v != "step") {
-        fail(verb, scenario_.config.backend
+        fail(verb, language_.storage_faults
                        ? "a serializer action (step N, step all, fail at write N or continue)"
                        : "a serializer action (step N, step all or continue)");
       }
@@ -1110,6 +1118,7 @@ class Parser {
 
   std::string file_;
   Scenario scenario_;
+  ScenarioLanguage language_ = default_workload().scenario_language();
   std::vector<Token> toks_;
   std::size_t pos_ = 0;
   int line_no_ = 0;

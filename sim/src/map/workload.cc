@@ -15,6 +15,7 @@ class MapWorkload final : public WorkloadWithOptions<MapWorkloadOptions> {
  public:
   std::string_view name() const override { return "map"; }
   std::string_view summary() const override { return "one copy-on-write map"; }
+  ScenarioLanguage scenario_language() const override { return {.map_internals = true}; }
   std::unique_ptr<detail::SimCore> make_simulation(const RunConfig& config,
                                                    Strategy& strategy) const override {
     return make_map_simulation(config, strategy);

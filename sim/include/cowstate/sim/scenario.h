@@ -407,10 +407,10 @@ struct ScenarioConfig {
   std::uint64_t seed = 1;           // free schedules: the strategy's seed
   std::string strategy = "random";  // free schedules: random or pct
   std::uint32_t pct_depth = 3;
-  // workload=NAME (cowstate/sim/workload.h): which simulation runs the scenario; backend: a
-  // keyed backend instead of one map (capacities apply to its maps)
+  // workload=NAME (cowstate/sim/workload.h): which simulation runs the scenario, and which
+  // language its lines are in; backend: a keyed backend instead of one map (capacities apply
+  // to its maps, and the settings below are the backend's)
   Name workload = "map";
-  bool backend = false;  // workload == "backend": the backend settings below apply
   std::int32_t max_parallelism = 8;
   GroupRange key_groups{0, 7};  // the backend's own range
   // ttl=MS: the count, events and attrs states have a TTL of MS on a logical clock that a

@@ -88,6 +88,22 @@ const O& options_of(const WorkloadOptions& options) {
   return dynamic_cast<const TypedOptions<O>&>(options).get();
 }
 
+// What a workload's scenarios may say beyond what every scenario may (writer, releaser and
+// serializer lines of the map's actions, `expect NAME|live = {...}`, `expect failure`): the
+// scenario parser reads a file through the language of the workload its config line names.
+struct ScenarioLanguage {
+  // Writer lines act on named states (`value s=NAME ...`), images say `s=NAME` and may say
+  // `into RANGE`, and the config line may set TTL.
+  bool keyed_states = false;
+  // Snapshots are checkpoints: `expect latest NAME|none`; a releaser cancels or keeps one,
+  // it never releases it.
+  bool checkpoints = false;
+  // Serializer lines may arm a storage fault: `fail at write N`.
+  bool storage_faults = false;
+  // The map's own bookkeeping may be expected: `expect versions`, `retired` and `copied`.
+  bool map_internals = false;
+};
+
 class Workload {
  public:
   virtual ~Workload() = default;
@@ -102,6 +118,9 @@ class Workload {
   // What to_string() printed; nullptr with *error saying where and what otherwise.
   virtual std::unique_ptr<WorkloadOptions> parse_options(std::string_view line,
                                                          std::string* error) const = 0;
+
+  // What its scenario files may say.
+  virtual ScenarioLanguage scenario_language() const = 0;
 
   // One simulation of `config`: generated from config.options, or config.scenario's lines.
   virtual std::unique_ptr<detail::SimCore> make_simulation(const RunConfig& config,
