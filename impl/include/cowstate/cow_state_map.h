@@ -88,15 +88,12 @@
 #include <utility>
 #include <vector>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include "cowstate/append_log.h"
 #include "cowstate/assert.h"
 #include "cowstate/box_pool.h"
 #include "cowstate/entry_pool.h"
 #include "cowstate/hooks.h"
+#include "cowstate/table_scan.h"
 
 namespace cowstate {
 
@@ -118,33 +115,6 @@ constexpr std::uint64_t mix64(std::uint64_t x) noexcept {
   return x;
 }
 
-// The first b in [from, stop) with heads[b] != 0, or stop: a bucket at a time.
-inline std::size_t next_nonempty_bucket_scalar(const std::uint32_t* heads, std::size_t from,
-                                               std::size_t stop) noexcept {
-  std::size_t b = from;
-  while (b < stop && heads[b] == 0) ++b;
-  return b;
-}
-
-// The same, eight buckets per branch where SSE2 is there (the incremental visitor's scan):
-// in a table half full, whether a bucket is empty is a coin toss, and a branch per bucket
-// is mispredicted about every other time.
-inline std::size_t next_nonempty_bucket(const std::uint32_t* heads, std::size_t from,
-                                        std::size_t stop) noexcept {
-  std::size_t b = from;
-#if defined(__SSE2__)
-  const __m128i zero = _mm_setzero_si128();
-  for (; stop - b >= 8; b += 8) {
-    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(heads + b));
-    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(heads + b + 4));
-    const int empty = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(lo, zero))) |
-                      (_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(hi, zero))) << 4);
-    const unsigned mask = ~static_cast<unsigned>(empty) & 0xffu;
-    if (mask != 0) return b + static_cast<std::size_t>(std::countr_zero(mask));
-  }
-#endif
-  return next_nonempty_bucket_scalar(heads, b, stop);
-}
 }  // namespace detail
 
 // Default composite hash of (key, namespace), as Flink's bitMix(keyHash ^ nsHash).
@@ -170,36 +140,6 @@ struct IdentityHash {
 // Specialize to force either layout.
 template <class S>
 inline constexpr bool kInlineState = std::is_trivially_copyable_v<S> && sizeof(S) <= 16;
-
-// Where a boxed state keeps its contents apart from the box itself, or nullptr: what the
-// snapshot scan prefetches for the entries it is about to visit. Overload for other types.
-template <class S>
-const void* state_payload(const S&) noexcept {
-  return nullptr;
-}
-inline const void* state_payload(const std::string& s) noexcept { return s.data(); }
-template <class T, class A>
-const void* state_payload(const std::vector<T, A>& v) noexcept {
-  return v.data();
-}
-
-namespace detail {
-// Bit i set for each pool slot i in [1, limit] that is not listed in `vacant`: the slots
-// holding entries, when `vacant` lists the free and retired ones (I12).
-inline std::vector<std::uint64_t> occupied_slots(std::uint32_t limit,
-                                                 const std::vector<std::uint32_t>& vacant) {
-  const std::size_t words = std::size_t{limit} / 64 + 1;
-  // Slots [1, limit]: slot 0 names no entry, bits above `limit` name slots born later.
-  std::vector<std::uint64_t> bits(words, ~std::uint64_t{0});
-  bits[0] &= ~std::uint64_t{1};
-  if (limit % 64 != 63) bits[words - 1] &= (std::uint64_t{2} << (limit % 64)) - 1;
-  for (const std::uint32_t slot : vacant) {
-    COWSTATE_ASSERT(slot != 0 && slot <= limit, "I12", "a vacant slot outside the pool");
-    bits[slot / 64] &= ~(std::uint64_t{1} << (slot % 64));
-  }
-  return bits;
-}
-}  // namespace detail
 
 // What an incremental visitor's callback decides for one entry.
 template <class S>
@@ -536,267 +476,6 @@ class CowStateMap {
   std::vector<std::uint32_t> spare_heads_;
   std::atomic<std::size_t> spare_heads_bytes_{0};  // its capacity in bytes, for memory_bytes
   std::uint32_t release_seq_ = 0;
-};
-
-// A frozen view of a CowStateMap at one version. Move-only. Iterate and release on any
-// thread; release is idempotent and also happens on destruction.
-// REQUIRES: the map outlives the snapshot.
-template <class K, class N, class S, class Hash>
-class CowStateMapSnapshot {
-  using Map = CowStateMap<K, N, S, Hash>;
-
- public:
-  struct EntryRef {
-    const K& key;
-    const N& ns;
-    const S& state;
-  };
-
-  // Forward iteration over the frozen entries, bucket by bucket, prefetching ahead.
-  class Cursor {
-   public:
-    Cursor() = default;
-    explicit Cursor(const CowStateMapSnapshot* s) : snap_(s) { advance_bucket(0); }
-    bool done() const noexcept { return current_ == 0; }
-    EntryRef get() const {
-      const auto& e = snap_->map_->at(current_);
-      return EntryRef{e.key, e.ns, Map::state_ref(e)};
-    }
-    // True when the current entry is the last of its chain.
-    bool at_chain_end() const { return snap_->map_->at(current_).next == 0; }
-    void next() {
-      const std::uint32_t n = snap_->map_->at(current_).next;
-      if (n != 0) {
-        current_ = n;
-      } else {
-        advance_bucket(bucket_ + 1);
-      }
-    }
-
-   private:
-    static constexpr std::uint32_t kPrefetchDistance = 16;
-    void advance_bucket(std::size_t from) {
-      const auto& heads = snap_->heads_;
-      for (std::size_t b = from; b < heads.size(); ++b) {
-        if (b + kPrefetchDistance < heads.size()) {
-          const std::uint32_t ahead = heads[b + kPrefetchDistance];
-          if (ahead != 0) __builtin_prefetch(&snap_->map_->at(ahead));
-        }
-        if (heads[b] != 0) {
-          bucket_ = b;
-          current_ = heads[b];
-          return;
-        }
-      }
-      bucket_ = heads.size();
-      current_ = 0;
-    }
-    const CowStateMapSnapshot* snap_ = nullptr;
-    std::size_t bucket_ = 0;
-    std::uint32_t current_ = 0;
-  };
-
-  // Visits every frozen entry once in ascending pool-slot order rather than bucket order:
-  // entries then come from nearby memory, which makes serializing a large snapshot several
-  // times faster than chasing chains across the pool. The entries are the slots allocated
-  // at the snapshot's start less its vacant ones (see snapshot()), so a bitmap of them is
-  // made from the slot count and the short vacant list: neither the heads nor the chains
-  // are read. Ascending, because boxed states were mostly allocated in slot order too and
-  // the hardware prefetchers follow ascending strides through them: descending, the
-  // 1e6-string checkpoint wrote at 200 MB/s instead of 950. Move-only (it owns the bitmap).
-  class Scan {
-   public:
-    Scan() = default;
-    explicit Scan(const CowStateMapSnapshot* s) : map_(s->map_) {
-      pending_ = detail::occupied_slots(s->slot_limit_, s->vacant_);
-      // Pairs with the count taken at the start: a slot listed twice (free and retired, or
-      // twice free) would leave an entry of another snapshot in the bitmap.
-      std::size_t entries = 0;
-      for (const std::uint64_t w : pending_) entries += static_cast<std::size_t>(std::popcount(w));
-      COWSTATE_ASSERT(entries == s->size_, "I12",
-                      "the snapshot's slots do not add up to its size (a slot vacant twice)");
-#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
-      heads_.assign(pending_.size(), 0);
-      for (const std::uint32_t head : s->heads_) {
-        if (head != 0) heads_[head / 64] |= std::uint64_t{1} << (head % 64);
-      }
-#endif
-      if constexpr (!Map::kInline) fill_ring();
-      advance();
-    }
-    bool done() const noexcept { return current_ == 0; }
-    EntryRef get() const { return EntryRef{entry_->key, entry_->ns, Map::state_ref(*entry_)}; }
-    // The current entry is the last of its chain.
-    bool at_chain_end() const { return entry_->next == 0; }
-#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
-    // The current entry is its bucket's head (mutant builds only).
-    bool at_chain_head() const { return (heads_[current_ / 64] >> (current_ % 64)) & 1u; }
-#endif
-    void next() { advance(); }
-
-   private:
-    using Entry = typename Map::Entry;
-    static_assert(EntryPool<Entry>::kRunSlots == 64,
-                  "slots 1..63 of a bitmap word must be one contiguous run of the pool");
-    // Boxed states: the scan discovers entries kAhead visits before it hands them out. A
-    // discovered entry's box is prefetched at once, its payload (state_payload) kAhead / 2
-    // visits later, so the two dependent misses of a boxed state (the box, then, say, a
-    // string's buffer) are both in flight before the entry is visited. Only the snapshot's
-    // own entries are read for this: the writer never writes to them while it lives (I3).
-    static constexpr std::uint32_t kAhead = Map::kInline ? 1 : 16;
-    // Moves to the next entry to visit: inline states straight from the bitmap, boxed
-    // states from the ring of discovered entries.
-    void advance() {
-      if constexpr (Map::kInline) {
-        discover(current_, entry_);
-      } else {
-        if (ring_size_ == 0) {
-          current_ = 0;
-          entry_ = nullptr;
-          return;
-        }
-        const std::uint32_t at = ring_first_ % kAhead;
-        current_ = ring_slot_[at];
-        entry_ = ring_entry_[at];
-        ++ring_first_;
-        --ring_size_;
-        fill_ring();
-      }
-    }
-    // Discovers entries until kAhead are waiting (or the bitmap is exhausted).
-    void fill_ring() {
-      while (ring_size_ < kAhead) {
-        std::uint32_t slot = 0;
-        const Entry* e = nullptr;
-        discover(slot, e);
-        if (e == nullptr) return;
-        const std::uint32_t at = (ring_first_ + ring_size_) % kAhead;
-        ring_slot_[at] = slot;
-        ring_entry_[at] = e;
-        ++ring_size_;
-        __builtin_prefetch(Map::state_box(*e));
-        if (ring_size_ > kAhead / 2) {
-          const Entry* half = ring_entry_[(ring_first_ + ring_size_ - 1 - kAhead / 2) % kAhead];
-          if (const void* p = state_payload(Map::state_ref(*half))) __builtin_prefetch(p);
-        }
-      }
-    }
-    // The lowest slot still to discover (the bottom of word_, else of the next non-empty
-    // word) and its entry; slot 0 and nullptr when there is none.
-    void discover(std::uint32_t& slot, const Entry*& entry) {
-      while (word_ == 0) {
-        if (next_word_ == pending_.size()) {
-          slot = 0;
-          entry = nullptr;
-          return;
-        }
-        word_ = pending_[next_word_++];
-        run_base_ = 0;
-      }
-      const std::uint32_t bit = static_cast<std::uint32_t>(__builtin_ctzll(word_));
-      word_ &= word_ - 1;
-      slot = static_cast<std::uint32_t>((next_word_ - 1) * 64) + bit;
-      // The entry's address is computed once per entry (get() and next() reuse it): by
-      // the pool's lookup for the first of slots 64w + 1 .. 64w + 63 visited, then from
-      // that one's address, as they are contiguous in the pool (EntryPool::kRunSlots).
-      // Slot 64w may lie in the previous chunk and takes the lookup. (No pool address is
-      // below 64 entries, so run_base_ = 0 means "not known yet".) The entries themselves
-      // need no software prefetch: the hardware's follows them upwards (boxed states are
-      // prefetched by fill_ring).
-      if (bit != 0 && run_base_ != 0) [[likely]] {
-        entry = reinterpret_cast<const Entry*>(run_base_ + bit * sizeof(Entry));
-      } else {
-        entry = &map_->at(slot);
-        if (bit != 0) run_base_ = reinterpret_cast<std::uintptr_t>(entry) - bit * sizeof(Entry);
-      }
-    }
-    const Map* map_ = nullptr;
-    std::vector<std::uint64_t> pending_;  // bit i: slot i holds an entry of the snapshot
-#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
-    std::vector<std::uint64_t> heads_;
-#endif
-    // word_ holds the slots of word next_word_ - 1 still to visit (above current_); the
-    // words from next_word_ on are all still to visit.
-    std::size_t next_word_ = 0;
-    std::uint64_t word_ = 0;
-    std::uintptr_t run_base_ = 0;  // where slot 64w would be if it were in the run's chunk
-    std::uint32_t current_ = 0;
-    const Entry* entry_ = nullptr;  // &map_->at(current_), or null when done
-    // Boxed states: the discovered entries waiting to be visited, oldest first.
-    std::array<std::uint32_t, kAhead> ring_slot_{};
-    std::array<const Entry*, kAhead> ring_entry_{};
-    std::uint32_t ring_first_ = 0;
-    std::uint32_t ring_size_ = 0;
-  };
-
-  CowStateMapSnapshot() = default;
-  CowStateMapSnapshot(CowStateMapSnapshot&& o) noexcept
-      : map_(std::exchange(o.map_, nullptr)),
-        version_(o.version_),
-        size_(o.size_),
-        slot_limit_(o.slot_limit_),
-        heads_(std::move(o.heads_)),
-        vacant_(std::move(o.vacant_)),
-        released_(o.released_.load(std::memory_order_relaxed)) {}
-  CowStateMapSnapshot& operator=(CowStateMapSnapshot&& o) noexcept {
-    if (this != &o) {
-      release();
-      map_ = std::exchange(o.map_, nullptr);
-      version_ = o.version_;
-      size_ = o.size_;
-      slot_limit_ = o.slot_limit_;
-      heads_ = std::move(o.heads_);
-      vacant_ = std::move(o.vacant_);
-      released_.store(o.released_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    }
-    return *this;
-  }
-  ~CowStateMapSnapshot() { release(); }
-
-  std::uint32_t version() const noexcept { return version_; }
-  // Entries in the frozen view.
-  std::size_t size() const noexcept { return size_; }
-  bool valid() const noexcept { return map_ != nullptr && !released(); }
-  bool released() const noexcept { return released_.load(std::memory_order_acquire); }
-  Cursor cursor() const { return Cursor(this); }
-  Scan scan() const { return Scan(this); }
-
-  template <class F>
-  void for_each(F&& fn) const {
-    COWSTATE_ASSERT(valid(), "I10", "iterating a released snapshot");
-    for (Cursor c = cursor(); !c.done(); c.next()) {
-      EntryRef r = c.get();
-      fn(r.key, r.ns, r.state);
-    }
-  }
-
-  // Idempotent; any thread. After it returns the snapshot must not be iterated.
-  void release() {
-    if (map_ == nullptr || released_.exchange(true, std::memory_order_acq_rel)) return;
-    map_->release_snapshot(version_, std::move(heads_));
-  }
-
- private:
-  friend class CowStateMap<K, N, S, Hash>;
-  friend struct CowStateMapAccess;
-  CowStateMapSnapshot(Map* map, std::uint32_t version, std::size_t size, std::uint32_t slot_limit,
-                      std::vector<std::uint32_t> heads, std::vector<std::uint32_t> vacant)
-      : map_(map),
-        version_(version),
-        size_(size),
-        slot_limit_(slot_limit),
-        heads_(std::move(heads)),
-        vacant_(std::move(vacant)) {}
-
-  Map* map_ = nullptr;
-  std::uint32_t version_ = 0;
-  std::size_t size_ = 0;
-  std::uint32_t slot_limit_ = 0;      // pool slots [1, slot_limit_] existed at the start
-  std::vector<std::uint32_t> heads_;  // copied bucket heads, flattened; length >= size (I9)
-  // Pool slots in [1, slot_limit_] that were free or retired at the start: every other slot
-  // of that range holds one of the snapshot's entries. size_ + vacant_.size() = slot_limit_.
-  std::vector<std::uint32_t> vacant_;
-  std::atomic<bool> released_{false};
 };
 
 // ---------------------------------------------------------------------------------------
@@ -1591,3 +1270,7 @@ bool CowStateMap<K, N, S, H>::check_invariants(std::string* why) const {
 }
 
 }  // namespace cowstate
+
+// The snapshot side (CowStateMapSnapshot, its cursor and its slot-order scan) is a header of
+// its own; it needs the class above, so it comes last.
+#include "cowstate/cow_state_map_snapshot.h"
