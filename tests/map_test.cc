@@ -876,3 +876,50 @@ TEST_CASE(
   s2.release();
   CHECK(m.retired_count() == 0);
 }
+
+namespace {
+struct ContractViolation {
+  std::string invariant;
+};
+[[noreturn]] void throw_contract(const char*, const char* invariant, const char*, const char*,
+                                 int) {
+  throw ContractViolation{invariant};
+}
+// The invariant id an assertion inside fn names, or "" when none fired.
+template <class F>
+std::string violated(F&& fn) {
+  const cowstate::AssertHandler previous = cowstate::set_assert_handler(&throw_contract);
+  std::string id;
+  try {
+    fn();
+  } catch (const ContractViolation& v) {
+    id = v.invariant;
+  }
+  cowstate::set_assert_handler(previous);
+  return id;
+}
+}  // namespace
+
+TEST_CASE("reading a released snapshot or past the end of a cursor or scan is caught",
+          "[map][contract]") {
+  IntMap m(MapOptions{.initial_capacity = 4});
+  m.put(1, 0, 10);
+  m.put(2, 0, 20);
+  auto s = m.snapshot();
+  {
+    auto c = s.cursor();
+    auto scan = s.scan();
+    std::size_t n = 0;
+    for (; !c.done(); c.next()) ++n;
+    for (; !scan.done(); scan.next()) ++n;
+    CHECK(n == 4);
+    CHECK(violated([&] { (void)c.get(); }) == "I9");
+    CHECK(violated([&] { (void)scan.get(); }) == "I12");
+  }
+  CHECK(violated([&] { (void)s.cursor(); }).empty());
+  s.release();
+  CHECK(violated([&] { (void)s.cursor(); }) == "I10");
+  CHECK(violated([&] { (void)s.scan(); }) == "I10");
+  CHECK(violated([&] { s.for_each([](auto&&...) {}); }) == "I10");
+  CHECK(m.check_invariants());
+}

@@ -179,10 +179,15 @@ class CowStateMap {
   using state_type = S;
   using Snapshot = CowStateMapSnapshot<K, N, S, Hash>;
 
+  // REQUIRES: options.max_capacity <= 2^30 after rounding up to a power of two (I8).
   explicit CowStateMap(MapOptions options = {}, Hash hash = {});
+  // REQUIRES: no snapshot is live (I10).
   ~CowStateMap();
   CowStateMap(const CowStateMap&) = delete;
   CowStateMap& operator=(const CowStateMap&) = delete;
+
+  // Every keyed call below, reads included, is a writer call (it may take a rehash step).
+  // REQUIRES: the writer thread; not from inside a for_each or visit_incremental callback.
 
   // The state of (key, ns), or nullptr. Never copies. Valid until the next writer call.
   [[gnu::always_inline]] const S* get(const K& key, const N& ns);
@@ -195,13 +200,15 @@ class CowStateMap {
   bool remove(const K& key, const N& ns);
   std::optional<S> remove_and_get_old(const K& key, const N& ns);
   // Puts fn(old_or_nullptr, value) -> S. Nothing changes if fn throws.
+  // REQUIRES: fn does not call the map.
   template <class T, class F>
   void transform(const K& key, const N& ns, const T& value, F&& fn);
 
   std::size_t size() const noexcept { return primary_size_ + rehash_size_; }
   bool empty() const noexcept { return size() == 0; }
 
-  // Calls fn(key, ns, state) for every live entry; fn must not modify the map.
+  // Calls fn(key, ns, state) for every live entry.
+  // REQUIRES: fn does not modify the map.
   template <class F>
   void for_each(F&& fn) const;
 
@@ -209,11 +216,13 @@ class CowStateMap {
   // every bucket was scanned once; fn(key, ns, state) -> VisitResult<S>. Removals and
   // replacements go through remove()/put() after each chain, so copy-on-write applies.
   // Cycles forever over the map; returns the number of entries visited.
+  // REQUIRES: the writer thread; fn does not call the map (it decides, the map applies).
   template <class F>
   std::size_t visit_incremental(VisitCursor& cursor, std::size_t max_entries, F&& fn);
 
   // Starts a snapshot: bumps the map version, copies the bucket heads and lists the pool
   // slots that hold none of its entries (free or retired now).
+  // REQUIRES: the writer thread; fewer than 2^32 - 2 snapshots over the map's life (I1).
   Snapshot snapshot();
 
   // Writer-side: frees what released snapshots no longer need; returns what stays retired.

@@ -51,7 +51,9 @@ class CowStateMapSnapshot {
     Cursor() = default;
     explicit Cursor(const CowStateMapSnapshot* s) : snap_(s) { advance_bucket(0); }
     bool done() const noexcept { return current_ == 0; }
+    // REQUIRES: !done(), for get(), at_chain_end() and next().
     EntryRef get() const {
+      COWSTATE_ASSERT(current_ != 0, "I9", "reading past the end of a snapshot cursor");
       const auto& e = snap_->map_->at(current_);
       return EntryRef{e.key, e.ns, Map::state_ref(e)};
     }
@@ -118,7 +120,11 @@ class CowStateMapSnapshot {
       advance();
     }
     bool done() const noexcept { return current_ == 0; }
-    EntryRef get() const { return EntryRef{entry_->key, entry_->ns, Map::state_ref(*entry_)}; }
+    // REQUIRES: !done(), for get(), at_chain_end() and next().
+    EntryRef get() const {
+      COWSTATE_ASSERT(entry_ != nullptr, "I12", "reading past the end of a snapshot scan");
+      return EntryRef{entry_->key, entry_->ns, Map::state_ref(*entry_)};
+    }
     // The current entry is the last of its chain.
     bool at_chain_end() const { return entry_->next == 0; }
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
@@ -251,8 +257,16 @@ class CowStateMapSnapshot {
   std::size_t size() const noexcept { return size_; }
   bool valid() const noexcept { return map_ != nullptr && !released(); }
   bool released() const noexcept { return released_.load(std::memory_order_acquire); }
-  Cursor cursor() const { return Cursor(this); }
-  Scan scan() const { return Scan(this); }
+  // REQUIRES: valid(), for cursor(), scan() and for_each(); the cursor or scan is used while
+  // the snapshot stays valid.
+  Cursor cursor() const {
+    COWSTATE_ASSERT(valid(), "I10", "iterating a released snapshot");
+    return Cursor(this);
+  }
+  Scan scan() const {
+    COWSTATE_ASSERT(valid(), "I10", "scanning a released snapshot");
+    return Scan(this);
+  }
 
   template <class F>
   void for_each(F&& fn) const {
