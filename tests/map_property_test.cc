@@ -63,9 +63,19 @@ cowstate::sim::IsolationOptions lane_options(cowstate::MapOptions map_options) {
   return o;
 }
 
+// What the generators draw from: the key space, the weights and the live limit, the same
+// for every map size.
+const cowstate::sim::IsolationOptions& generator_options() {
+  static const cowstate::sim::IsolationOptions o = lane_options({});
+  return o;
+}
+
 struct Model {
   std::uint32_t version = 0;        // snapshots started so far
   std::vector<std::uint32_t> live;  // live snapshot versions, oldest first
+  bool is_live(std::uint32_t v) const {
+    return std::find(live.begin(), live.end(), v) != live.end();
+  }
 };
 
 // An iteration pass over one live snapshot that may span several commands.
@@ -157,14 +167,11 @@ void check_versions(const Model& m, Sut& sut) {
 // --- commands ----------------------------------------------------------------------------------
 
 struct MapOp : Command {
-  static constexpr std::size_t kMaxLive = 6;
-  Op op;
-  // The key space and the weights are the same for every map size.
-  explicit MapOp(const Model& m) : op(gen_op(lane_options({}))) {
-    if (op.kind == OpKind::snapshot_release) RC_PRE(!m.live.empty());
-  }
+  Op op = gen_op(generator_options());
   void checkPreconditions(const Model& m) const override {
-    if (op.kind == OpKind::snapshot_start) RC_PRE(m.live.size() < kMaxLive);
+    if (op.kind == OpKind::snapshot_start) {
+      RC_PRE(m.live.size() < generator_options().live_snapshots_max);
+    }
     if (op.kind == OpKind::snapshot_release) RC_PRE(!m.live.empty());
   }
   void apply(Model& m) const override {
@@ -188,9 +195,7 @@ struct IterateSnapshot : Command {
   std::uint32_t v;
   std::size_t count = *rc::gen::inRange<std::size_t>(1, 20);
   explicit IterateSnapshot(const Model& m) : v(gen_live_version(m)) {}
-  void checkPreconditions(const Model& m) const override {
-    RC_PRE(std::find(m.live.begin(), m.live.end(), v) != m.live.end());
-  }
+  void checkPreconditions(const Model& m) const override { RC_PRE(m.is_live(v)); }
   void run(const Model& m, Sut& sut) const override {
     const Lane::LiveSnapshot& snapshot = sut.live(v);
     const Image& expected = snapshot.expected;
@@ -235,9 +240,7 @@ struct SerializeRestore : Command {
   std::vector<std::size_t> steps = *rc::gen::container<std::vector<std::size_t>>(
       *rc::gen::inRange<std::size_t>(1, 5), rc::gen::inRange<std::size_t>(1, 8));
   explicit SerializeRestore(const Model& m) : v(gen_live_version(m)) {}
-  void checkPreconditions(const Model& m) const override {
-    RC_PRE(std::find(m.live.begin(), m.live.end(), v) != m.live.end());
-  }
+  void checkPreconditions(const Model& m) const override { RC_PRE(m.is_live(v)); }
   void run(const Model& m, Sut& sut) const override;
   void show(std::ostream& os) const override {
     os << "SerializeRestore(v=" << v << ", steps=" << to_text(steps) << ")";

@@ -481,8 +481,8 @@ TEST_CASE("backend parse errors name file, line and column, what was expected an
 TEST_CASE("TTL parse errors name file, line and column, what was expected and what was found",
           "[sim][scenario][backend][ttl]") {
   CHECK(parse_error("config ttl=5\n") ==
-        "t.scenario:1:1: expected TTL settings with workload=backend (TTL is a property of keyed "
-        "state), found a TTL setting in a map scenario");
+        "t.scenario:1:1: expected TTL settings in a workload of keyed state (backend; TTL is a "
+        "property of keyed state), found a TTL setting in a map scenario");
   CHECK(parse_error("config workload=backend ttl_update=read\n") ==
         "t.scenario:1:1: expected ttl=MS with the other TTL settings, found TTL settings without "
         "a ttl");

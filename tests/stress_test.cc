@@ -60,18 +60,6 @@ constexpr std::uint64_t kOpsMax = 50'000'000;     // bound besides time
 constexpr std::uint32_t kMaxElements = 8;         // vector states stay short
 constexpr std::uint32_t kFullCheckEvery = 16384;  // ops between full checks of the live map
 
-// The serializer of each state type, for the snapshot threads' round trips.
-template <class S>
-struct StateSerializer;
-template <>
-struct StateSerializer<std::int64_t> {
-  using type = cowstate::Int64Serializer;
-};
-template <>
-struct StateSerializer<std::vector<std::int64_t>> {
-  using type = cowstate::VectorInt64Serializer;
-};
-
 // --- shared between threads --------------------------------------------------------------------
 
 // Failures seen on any thread; reported by the test's thread after every thread joined
@@ -225,7 +213,7 @@ void check_by_serialization(const Handoff<S>& h, Rng& rng, Failures& failures,
                             SnapshotStats& stats) {
   using KS = cowstate::UInt64Serializer;
   using NS = cowstate::Int32Serializer;
-  using SS = typename StateSerializer<S>::type;
+  using SS = typename cowstate::sim::StateTraits<S>::Serializer;
   const std::string name = "snapshot " + std::to_string(h.snapshot.version());
   std::vector<std::byte> bytes;
   {
@@ -328,7 +316,6 @@ void run_stress(const char* label) {
     // the full-check cadence, the whole live map and the model's invariants. Snapshots are
     // not drawn: the writer starts them itself and detaches them to the snapshot threads.
     cowstate::sim::IsolationOptions o;
-    o.seed = cowstate::sim::derive_seed(seed, 100 + w.epochs);
     o.key_count = kKeys;
     o.namespace_count = kNamespaces;
     o.map_options = options;
@@ -336,7 +323,6 @@ void run_stress(const char* label) {
     o.weights.snapshot_start = 0;
     o.weights.snapshot_release = 0;
     o.full_compare_every_ops = kFullCheckEvery;
-    o.deep_check_every_ops = kFullCheckEvery;
     cowstate::sim::IsolationLane<S> lane(o);
     cowstate::sim::IsolationCounters counters;
     auto record = [&](const std::string& what, const std::optional<std::string>& bad) {
@@ -346,7 +332,7 @@ void run_stress(const char* label) {
     const std::uint64_t epoch_ops = 5'000 + rng.below(30'000);
     for (std::uint64_t i = 0; i < epoch_ops && !stop; ++i) {
       const cowstate::sim::Op op = cowstate::sim::draw_op(rng, o, 0);
-      const bool full = (i + 1) % kFullCheckEvery == 0;
+      const bool full = (i + 1) % o.full_compare_cadence() == 0;
       if (!record(cowstate::sim::to_text(op), lane.apply(op, full, full, counters))) stop = true;
       w.full_checks += full ? 1 : 0;
       ++w.ops;

@@ -98,8 +98,8 @@ expect live = {1:11}
   CHECK(error.message == "expected an expectation of the probe workload, found 'versions'");
   CHECK_FALSE(parse_scenario("config workload=probe ttl=5\n", "x", &error));
   CHECK(error.message ==
-        "expected TTL settings with workload=backend (TTL is a property of keyed state), found a "
-        "TTL setting in a probe scenario");
+        "expected TTL settings in a workload of keyed state (backend; TTL is a property of keyed "
+        "state), found a TTL setting in a probe scenario");
 }
 
 TEST_CASE("a planted probe bug shrinks to a put and a remove that fail the same way",

@@ -53,7 +53,6 @@ class CowStateMapSnapshot {
     bool done() const noexcept { return current_ == 0; }
     // REQUIRES: !done(), for get(), at_chain_end() and next().
     EntryRef get() const {
-      COWSTATE_ASSERT(current_ != 0, "I9", "reading past the end of a snapshot cursor");
       const auto& e = snap_->map_->at(current_);
       return EntryRef{e.key, e.ns, Map::state_ref(e)};
     }
@@ -121,10 +120,7 @@ class CowStateMapSnapshot {
     }
     bool done() const noexcept { return current_ == 0; }
     // REQUIRES: !done(), for get(), at_chain_end() and next().
-    EntryRef get() const {
-      COWSTATE_ASSERT(entry_ != nullptr, "I12", "reading past the end of a snapshot scan");
-      return EntryRef{entry_->key, entry_->ns, Map::state_ref(*entry_)};
-    }
+    EntryRef get() const { return EntryRef{entry_->key, entry_->ns, Map::state_ref(*entry_)}; }
     // The current entry is the last of its chain.
     bool at_chain_end() const { return entry_->next == 0; }
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
@@ -270,7 +266,6 @@ class CowStateMapSnapshot {
 
   template <class F>
   void for_each(F&& fn) const {
-    COWSTATE_ASSERT(valid(), "I10", "iterating a released snapshot");
     for (Cursor c = cursor(); !c.done(); c.next()) {
       EntryRef r = c.get();
       fn(r.key, r.ns, r.state);

@@ -39,9 +39,11 @@ void register_workload(const Workload& workload) {
   registry().push_back(&workload);
 }
 
-std::string workload_names() {
+std::string workload_names(bool (*keep)(const Workload&)) {
   std::string out;
-  for (const Workload* w : registry()) out += (out.empty() ? "" : ", ") + std::string(w->name());
+  for (const Workload* w : registry()) {
+    if (keep == nullptr || keep(*w)) out += (out.empty() ? "" : ", ") + std::string(w->name());
+  }
   return out;
 }
 

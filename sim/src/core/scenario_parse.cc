@@ -490,12 +490,11 @@ class Parser {
                          c.ttl_cleanup != d.ttl_cleanup || c.ttl_key_switch != d.ttl_key_switch ||
                          c.ttl_full_snapshot != d.ttl_full_snapshot;
     if ((c.ttl_ms != 0 || ttl_set) && !language_.keyed_states) {
-      std::string keyed;
-      for (const Workload* w : workloads()) {
-        if (!w->scenario_language().keyed_states) continue;
-        keyed += (keyed.empty() ? "workload=" : " or workload=") + std::string(w->name());
-      }
-      fail(toks_[0], "TTL settings with " + keyed + " (TTL is a property of keyed state)",
+      const std::string keyed =
+          workload_names([](const Workload& w) { return w.scenario_language().keyed_states; });
+      fail(toks_[0],
+           "TTL settings in a workload of keyed state (" + keyed +
+               "; TTL is a property of keyed state)",
            "a TTL setting in a " + c.workload.str() + " scenario");
     }
     if (ttl_set && c.ttl_ms == 0) {

@@ -63,6 +63,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -78,6 +79,7 @@
 #include "cowstate/cow_state_map.h"
 #include "cowstate/cow_state_map_access.h"
 #include "cowstate/model/versioned_map.h"
+#include "cowstate/serializers.h"
 #include "cowstate/sim/random.h"
 
 namespace cowstate::sim {
@@ -235,18 +237,24 @@ inline std::string to_text(const Op& op) {
   return out;
 }
 
+// The weights in OpKind order.
+inline std::array<std::uint32_t, 11> weight_table(const OpWeights& w) noexcept {
+  return {w.put,      w.put_and_get_old, w.remove,    w.remove_and_get_old, w.get,
+          w.contains, w.get_mutable,     w.transform, w.snapshot_start,     w.snapshot_release,
+          w.visit};
+}
+
 // The sum of the weights: 0 means no operation can be drawn.
 inline std::uint32_t total_weight(const OpWeights& w) noexcept {
-  return w.put + w.put_and_get_old + w.remove + w.remove_and_get_old + w.get + w.contains +
-         w.get_mutable + w.transform + w.snapshot_start + w.snapshot_release + w.visit;
+  std::uint32_t total = 0;
+  for (const std::uint32_t x : weight_table(w)) total += x;
+  return total;
 }
 
 // The kind a draw of `pick` in [0, total_weight(w)) selects: the kinds in OpKind order, each
 // over as many values as its weight. REQUIRES: pick < total_weight(w).
 inline OpKind kind_at(const OpWeights& w, std::uint64_t pick) noexcept {
-  const std::uint32_t weights[] = {
-      w.put,         w.put_and_get_old, w.remove,         w.remove_and_get_old, w.get,  w.contains,
-      w.get_mutable, w.transform,       w.snapshot_start, w.snapshot_release,   w.visit};
+  const std::array<std::uint32_t, 11> weights = weight_table(w);
   std::size_t kind = 0;
   while (pick >= weights[kind]) pick -= weights[kind++];
   return static_cast<OpKind>(kind);
@@ -312,6 +320,7 @@ struct StateTraits;
 template <>
 struct StateTraits<std::vector<std::int64_t>> {
   using State = std::vector<std::int64_t>;
+  using Serializer = VectorInt64Serializer;  // for drivers that serialize snapshots
   static constexpr const char* kName = "boxed vector<int64> states";
   // [value, value + 1, ...], `length` elements (at least 1).
   static State make(std::int64_t value, std::uint32_t length) {
@@ -350,6 +359,7 @@ struct StateTraits<std::vector<std::int64_t>> {
 template <>
 struct StateTraits<std::int64_t> {
   using State = std::int64_t;
+  using Serializer = Int64Serializer;
   static constexpr const char* kName = "inline int64 states";
   static State make(std::int64_t value, std::uint32_t length) {
     return detail::wrap_add(value, std::int64_t{length} << 20);

@@ -167,7 +167,7 @@ const Workload* find_workload(std::string_view name);
 const Workload& default_workload();
 // Adds a workload (a test binary's own). REQUIRES: no run has started; a new name.
 void register_workload(const Workload& workload);
-// "map, backend": the names, for messages.
-std::string workload_names();
+// "map, backend": the names, for messages; with `keep`, only the workloads it keeps.
+std::string workload_names(bool (*keep)(const Workload&) = nullptr);
 
 }  // namespace cowstate::sim
