@@ -384,6 +384,8 @@ class BackendSimulation final : public SimCore {
   void serializer_body(CheckpointRecord& rec, Task& self);
   void releaser_body(Task& self);
   void clock_body(Task& self);
+  Action draw_slice(CheckpointRecord& rec, Prng& rng);
+  std::optional<Action> draw_decision(Prng& rng) const;
   CheckpointRecord* named(const std::string& name) const {
     for (const auto& r : checkpoints_) {
       if (r->name == name) return r.get();
@@ -1013,29 +1015,39 @@ void BackendSimulation::start_checkpoint(const std::string& name) {
   rec.writer = std::make_unique<CheckpointWriter>(std::move(rec.snapshot), rec.pending.get());
 }
 
+// Generated runs: a serializer's first slice may instead arm an I/O error a few file
+// operations ahead (unless one is armed and has not fired); every other slice writes up
+// to step_entries_max entries.
+Action BackendSimulation::draw_slice(CheckpointRecord& rec, Prng& rng) {
+  if (!rec.fault_decided) {
+    rec.fault_decided = true;
+    const bool pending = armed_at_ > fs_->operations();  // armed and not fired yet
+    if (rng.below(100) < opts_.fault_percent && !pending) {
+      Action a;
+      a.kind = ActionKind::fail;
+      a.budget = static_cast<std::uint32_t>(1 + rng.below(opts_.fault_within));
+      return a;
+    }
+  }
+  return step_action(1 + rng.below(opts_.step_entries_max));
+}
+
 void BackendSimulation::serializer_body(CheckpointRecord& rec, Task& self) {
   for (;;) {
-    const StepLine* line = take_line(self);
-    Action act;
-    act.kind = ActionKind::step;
+    // A finished checkpoint's serializer draws nothing; past its lines it writes the rest
+    // in one step.
+    const Action act =
+        next_action(self, [&](Prng& rng) {
+          return std::optional<Action>(rec.finished ? step_action(0) : draw_slice(rec, rng));
+        }).value_or(step_action(0));
     if (rec.finished) {
-      begin_action(self, act);
+      begin_action(self, step_action(0));
       trace(self.name + " stops: " + rec.name + " has finished");
       end_unit(self);
       return;
     }
-    bool arm = line != nullptr && line->action.kind == ActionKind::fail;
-    if (scenario_ == nullptr && !rec.fault_decided) {
-      rec.fault_decided = true;
-      const bool pending = armed_at_ > fs_->operations();  // armed and not fired yet
-      arm = self.rng.below(100) < opts_.fault_percent && !pending;
-    }
-    if (arm) {
-      act.kind = ActionKind::fail;
-      act.budget = line != nullptr
-                       ? line->action.budget
-                       : static_cast<std::uint32_t>(1 + self.rng.below(opts_.fault_within));
-      begin_action(self, act);
+    begin_action(self, act);
+    if (act.kind == ActionKind::fail) {
       arm_fault(act.budget);
       trace(self.name + " fail at write " + std::to_string(act.budget) + " (operation " +
             std::to_string(armed_at_) + ")");
@@ -1043,14 +1055,7 @@ void BackendSimulation::serializer_body(CheckpointRecord& rec, Task& self) {
       Fiber::yield();
       continue;
     }
-    std::size_t budget = 0;
-    if (scenario_ != nullptr) {
-      budget = line != nullptr && line->action.budget != 0 ? line->action.budget : SIZE_MAX;
-    } else {
-      budget = 1 + self.rng.below(opts_.step_entries_max);
-    }
-    act.budget = budget == SIZE_MAX ? 0 : static_cast<std::uint32_t>(budget);
-    begin_action(self, act);
+    const std::size_t budget = act.budget == 0 ? SIZE_MAX : act.budget;
     const std::uint64_t before = fs_->operations();
     // The clock moves only between slices: the times a step writes at are the one it
     // starts at, the one it ends at, and those of the slices it yields in between.
@@ -1359,80 +1364,71 @@ void BackendSimulation::scripted_restore(const Action& a) {
 // ---------------------------------------------------------------------------------------
 // The releaser
 
+// The releaser's steps: each decides whether a checkpoint is cancelled or kept. Generated
+// runs: once per checkpoint, runnable only while a decision is pending; scenario runs: what
+// its lines say, each when its checkpoint has started.
 void BackendSimulation::releaser_body(Task& self) {
-  if (scenario_ != nullptr) {
-    while (self.next_line < self.program.size()) {
-      const std::string& name = self.program[self.next_line]->action.snapshot;
-      while (named(name) == nullptr) Fiber::yield();  // not runnable until it starts
-      const StepLine* line = take_line(self);
-      CheckpointRecord& rec = *named(name);
-      begin_action(self, line->action);
-      if (!rec.decided) {
-        rec.decided = true;
-        --undecided_;
-      }
-      if (line->action.kind == ActionKind::cancel) cancel(rec, "releaser");
-      end_unit(self);
-      Fiber::yield();
-    }
-    return;
-  }
   for (;;) {
-    std::vector<CheckpointRecord*> pending;
-    for (const auto& r : checkpoints_) {
-      if (!r->finished && !r->decided) pending.push_back(r.get());
+    while (!is_runnable(self)) Fiber::yield();  // not runnable until its checkpoint starts
+    const std::optional<Action> a =
+        next_action(self, [this](Prng& rng) { return draw_decision(rng); });
+    if (!a) return;
+    CheckpointRecord& rec = *named(a->snapshot);
+    begin_action(self, *a);
+    if (!rec.decided) {
+      rec.decided = true;
+      --undecided_;
     }
-    if (pending.empty()) {
-      if (writer_done_) return;
-      Fiber::yield();  // not runnable until a checkpoint starts or the writer is done
-      continue;
-    }
-    CheckpointRecord& rec = *pending[self.rng.below(pending.size())];
-    rec.decided = true;
-    --undecided_;
-    Action decision;
-    decision.snapshot = rec.name;
-    decision.kind =
-        self.rng.below(100) < opts_.cancel_percent ? ActionKind::cancel : ActionKind::keep;
-    begin_action(self, decision);
-    if (decision.kind == ActionKind::cancel) cancel(rec, "releaser");
+    if (a->kind == ActionKind::cancel) cancel(rec, "releaser");
     end_unit(self);
     Fiber::yield();
   }
 }
 
+// Generated runs: a decision on a checkpoint not decided on yet; nullopt once there is
+// none (the writer is done then, see is_runnable).
+std::optional<Action> BackendSimulation::draw_decision(Prng& rng) const {
+  std::vector<CheckpointRecord*> pending;
+  for (const auto& r : checkpoints_) {
+    if (!r->finished && !r->decided) pending.push_back(r.get());
+  }
+  if (pending.empty()) return std::nullopt;
+  Action a;
+  a.snapshot = pending[rng.below(pending.size())]->name;
+  a.kind = rng.below(100) < opts_.cancel_percent ? ActionKind::cancel : ActionKind::keep;
+  return a;
+}
+
 // ---------------------------------------------------------------------------------------
 // The clock
 
+// The clock's steps: each moves logical time forward. An operation reads the clock more
+// than once (cleanup, then the new timestamp); the model applies it at one instant, so time
+// moves between writer operations only. A serializer may be anywhere in a step (its write
+// times are recorded per slice). Generated runs: until the writer is done and no
+// checkpoint is in flight.
 void BackendSimulation::clock_body(Task& self) {
-  auto advance = [&](const Action& a) {
-    // An operation reads the clock more than once (cleanup, then the new timestamp); the
-    // model applies it at one instant, so time moves between writer operations only. A
-    // serializer may be anywhere in a step (its write times are recorded per slice).
+  auto draw = [this](Prng& rng) -> std::optional<Action> {
+    if (writer_done_ && in_flight() == 0) return std::nullopt;
+    Action a;
+    a.kind = ActionKind::advance;
+    a.x = pick_advance(rng);
+    return a;
+  };
+  while (const std::optional<Action> a = next_action(self, draw)) {
     if (writer_in_op_) {
       invalid(self,
               "the clock moves between writer operations, not while the writer is paused "
               "inside one");
     }
-    begin_action(self, a);
+    begin_action(self, *a);
     const std::int64_t max = std::numeric_limits<std::int64_t>::max();
-    const std::int64_t to = a.x > max - now() ? max : now() + a.x;
+    const std::int64_t to = a->x > max - now() ? max : now() + a->x;
     clock_.set(to);
-    trace("clock advance " + std::to_string(a.x) + " -> time " + std::to_string(to) +
+    trace("clock advance " + std::to_string(a->x) + " -> time " + std::to_string(to) +
           (at_expiry_instant() ? " (an expiry instant)" : ""));
     end_unit(self);
     Fiber::yield();
-  };
-  if (scenario_ != nullptr) {
-    while (const StepLine* line = take_line(self)) advance(line->action);
-    return;
-  }
-  // Generated runs: until the writer is done and no checkpoint is in flight.
-  while (!writer_done_ || in_flight() > 0) {
-    Action a;
-    a.kind = ActionKind::advance;
-    a.x = pick_advance(self.rng);
-    advance(a);
   }
 }
 

@@ -36,46 +36,72 @@ void SimCore::resume(Task& t) {
   after_resume(t, rec);
 }
 
-void SimCore::run_strategy() {
+// The scheduler's loop: the choice source names the task of every step.
+void SimCore::run_schedule() {
   std::uint32_t last = kNoTask;
-  std::vector<TaskView> runnable;
   for (;;) {
-    runnable.clear();
-    bool unfinished = false;
-    for (auto& t : tasks_) {
-      unfinished = unfinished || !t->fiber->finished();
-      if (is_runnable(*t)) runnable.push_back(TaskView{t->id, t->weight});
-    }
-    if (runnable.empty()) {
-      if (!unfinished) break;
-      result_.outcome = Outcome::stuck;
-      result_.check = "deadlock";
-      result_.message = "unfinished tasks but none runnable";
-      break;
-    }
-    if (result_.stats.steps >= step_bound_) {
-      result_.outcome = Outcome::stuck;
-      result_.check = "steps";
-      result_.message = "step bound " + std::to_string(step_bound_) + " hit";
-      break;
-    }
-    if (strategy_.wants_digest() && !strategy_.on_state(digest())) {
-      result_.abandoned = true;
-      trace("abandoned: state already explored");
-      break;
-    }
-    const std::uint32_t id = strategy_.pick(runnable, last, result_.stats.steps);
-    Task& t = *tasks_.at(id);
-    COWSTATE_ASSERT(!t.fiber->finished(), "T2", "strategy picked a finished task");
-    resume(t);
+    const std::uint32_t id = fixed_ ? scripted_pick() : drawn_pick(last);
+    if (id == kNoTask) return;
+    resume(*tasks_.at(id));
     last = id;
   }
 }
 
+// Generated runs and free schedules: the strategy picks among the runnable tasks. kNoTask
+// once every task has finished, or when the run stops early (stuck, step bound, a state
+// already explored).
+std::uint32_t SimCore::drawn_pick(std::uint32_t last) {
+  std::vector<TaskView>& runnable = runnable_;
+  runnable.clear();
+  bool unfinished = false;
+  for (auto& t : tasks_) {
+    unfinished = unfinished || !t->fiber->finished();
+    if (is_runnable(*t)) runnable.push_back(TaskView{t->id, t->weight});
+  }
+  if (runnable.empty()) {
+    if (unfinished) {
+      result_.outcome = Outcome::stuck;
+      result_.check = "deadlock";
+      result_.message = "unfinished tasks but none runnable";
+    }
+    return kNoTask;
+  }
+  if (result_.stats.steps >= step_bound_) {
+    result_.outcome = Outcome::stuck;
+    result_.check = "steps";
+    result_.message = "step bound " + std::to_string(step_bound_) + " hit";
+    return kNoTask;
+  }
+  if (strategy_.wants_digest() && !strategy_.on_state(digest())) {
+    result_.abandoned = true;
+    trace("abandoned: state already explored");
+    return kNoTask;
+  }
+  const std::uint32_t id = strategy_.pick(runnable, last, result_.stats.steps);
+  COWSTATE_ASSERT(!tasks_.at(id)->fiber->finished(), "T2", "strategy picked a finished task");
+  return id;
+}
+
 // A fixed schedule: each step line runs its task until the step ends or, with `pause at`,
 // until the task reaches that yield point; yields at other points pass through.
-void SimCore::run_fixed() {
-  for (const ScenarioItem& item : scenario_->items) {
+// Expectations are checked where they stand. Past the last line, every unfinished task runs
+// to its end, lowest id first. kNoTask when all have finished.
+std::uint32_t SimCore::scripted_pick() {
+  if (line_ != nullptr) {
+    const Task& t = *line_task_;
+    const bool ended = t.fiber->finished() || t.units_done != line_units_;
+    if (ended && !line_->pause.empty()) {
+      throw ScenarioInvalid{
+          line_->line, line_->task + "'s step ended without reaching yield point " + line_->pause};
+    }
+    if (!ended && (line_->pause.empty() || line_->pause != t.point)) {
+      bound_check(line_->line);
+      return t.id;
+    }
+    line_ = nullptr;
+  }
+  while (next_item_ < scenario_->items.size()) {
+    const ScenarioItem& item = scenario_->items[next_item_++];
     if (const auto* e = expectation_of(item)) {
       check_expectation(*e);
       continue;
@@ -90,40 +116,17 @@ void SimCore::run_fixed() {
     const bool resuming = line.action.kind == ActionKind::resume;
     COWSTATE_ASSERT(resuming == (t->inner_yields > 0), "T2",
                     "the parser lets `continue` follow exactly the paused lines");
-    const std::uint64_t units = t->units_done;
-    for (;;) {
-      if (result_.stats.steps >= step_bound_) {
-        throw CheckFailed{
-            "steps", "step bound " + std::to_string(step_bound_) + " hit", line.line, {}, {}};
-      }
-      resume(*t);
-      const bool ended = t->fiber->finished() || t->units_done != units;
-      if (ended) {
-        if (!line.pause.empty()) {
-          throw ScenarioInvalid{
-              line.line, line.task + "'s step ended without reaching yield point " + line.pause};
-        }
-        break;
-      }
-      if (!line.pause.empty() && line.pause == t->point) break;
-    }
+    line_ = &line;
+    line_task_ = t;
+    line_units_ = t->units_done;
+    bound_check(line.line);
+    return t->id;
   }
-}
-
-void SimCore::finish_tasks() {
-  for (;;) {
-    Task* next = nullptr;
-    for (auto& t : tasks_) {
-      if (is_runnable(*t)) {
-        next = t.get();
-        break;
-      }
+  for (auto& t : tasks_) {
+    if (is_runnable(*t)) {
+      bound_check(0);
+      return t->id;
     }
-    if (next == nullptr) break;
-    if (result_.stats.steps >= step_bound_) {
-      throw CheckFailed{"steps", "step bound " + std::to_string(step_bound_) + " hit", 0, {}, {}};
-    }
-    resume(*next);
   }
   for (auto& t : tasks_) {
     if (!t->fiber->finished()) {
@@ -135,6 +138,13 @@ void SimCore::finish_tasks() {
                         {},
                         {}};
     }
+  }
+  return kNoTask;
+}
+
+void SimCore::bound_check(int line) const {
+  if (result_.stats.steps >= step_bound_) {
+    throw CheckFailed{"steps", "step bound " + std::to_string(step_bound_) + " hit", line, {}, {}};
   }
 }
 
@@ -189,12 +199,8 @@ void SimCore::run_caught() {
 
 void SimCore::run_to_end() {
   start();
-  if (scenario_ != nullptr && scenario_->config.fixed_schedule) {
-    run_fixed();
-    finish_tasks();
-  } else {
-    run_strategy();
-  }
+  fixed_ = scenario_ != nullptr && scenario_->config.fixed_schedule;
+  run_schedule();
   if (scenario_ == nullptr || result_.outcome != Outcome::pass || result_.abandoned) return;
   after_step_checks();
   if (!scenario_->config.fixed_schedule) {

@@ -1,9 +1,8 @@
 // The scheduling half of a simulation, shared by the map simulation (map/simulation.cc) and the
 // backend simulation (backend/simulation.cc). Internal to sim/src.
 //
-// A simulation is a set of tasks (fibers) on one thread. SimCore owns them and runs them:
-// under a strategy (run_strategy), as a fixed scenario's lines (run_fixed, then
-// finish_tasks), one scheduler step at a time (resume). It keeps the trace (every line
+// A simulation is a set of tasks (fibers) on one thread. SimCore owns them and runs them,
+// one scheduler step at a time (resume). It keeps the trace (every line
 // hashed with FNV-1a; the whole trace or only its tail kept), records what each task did
 // for to_scenario, and turns the three ways a run stops early into an Outcome:
 //   CheckFailed      a checker saw a wrong result        -> failure (exit 1)
@@ -11,6 +10,13 @@
 //   ScenarioInvalid  a scenario line cannot run as written -> invalid (exit 2)
 // The workload half (a subclass) spawns the tasks, runs the checks after each step, judges
 // expectations and hashes its state for exploration.
+//
+// The choice source: every choice of a run comes from one of two places, so that each task
+// body is written once. Which task takes the next step: the strategy (drawn_pick), or a
+// fixed schedule's lines (scripted_pick). What a task does in its step (keys, values,
+// budgets, faults, decisions): the workload's draw from the task's own stream, or the
+// task's next scenario line (next_action, follow_up). A free schedule mixes the two: the
+// strategy picks, the lines decide.
 //
 // Thread safety: one thread; current_sim() names the simulation whose fibers are running,
 // so the production yield hook can reach it.
@@ -21,6 +27,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -68,6 +75,14 @@ inline void expect(bool ok, std::string check, const std::string& message) {
 }
 
 constexpr std::uint32_t kNoTask = 0xffffffffu;
+
+// A serializer step of `budget` entries; 0 writes all that are left.
+inline Action step_action(std::uint64_t budget) {
+  Action a;
+  a.kind = ActionKind::step;
+  a.budget = static_cast<std::uint32_t>(budget);
+  return a;
+}
 
 // The shape of a difference in numbers: "NAME higher" or "NAME lower" for each pair that
 // differs, comma-separated.
@@ -207,6 +222,26 @@ class SimCore {
     t.current_line = t.program[t.next_line++];
     return t.current_line;
   }
+  // The one source of a task's next action, so that every task body is written once for
+  // both kinds of run. A scenario run reads it: the task's next line, nullopt past its
+  // last. A generated run draws it: draw(t.rng), which returns nullopt when the task has
+  // nothing left to do. Every key, value, budget, fault and decision comes through here.
+  template <class Draw>
+  std::optional<Action> next_action(Task& t, Draw&& draw) {
+    if (scenario_ != nullptr) {
+      const StepLine* line = take_line(t);
+      if (line == nullptr) return std::nullopt;
+      return line->action;
+    }
+    return draw(t.rng);
+  }
+  // A second action a generated step may take after its first, from draw(t.rng); none in a
+  // scenario run, where every action is a line (and a step) of its own.
+  template <class Draw>
+  std::optional<Action> follow_up(Task& t, Draw&& draw) {
+    if (scenario_ != nullptr) return std::nullopt;
+    return draw(t.rng);
+  }
   void begin_action(Task& t, const Action& a) {
     if (config_.record) result_.tasks[t.id].actions.push_back(a);
   }
@@ -263,14 +298,16 @@ class SimCore {
     running_ = nullptr;
   }
 
-  // The writer task's body: `ops` steps, each the scenario's next line or generate(rng),
+  // The writer task's body: `ops` steps, each next_action() with generate(rng) as the draw,
   // run by execute(action) with writer_in_op_ set around it, then after().
   template <class Generate, class Execute, class After>
   void writer_loop(std::uint32_t ops, Generate&& generate, Execute&& execute, After&& after) {
     Task& self = *tasks_[0];
     for (std::uint32_t i = 0; i < ops; ++i) {
-      const StepLine* line = take_line(self);
-      const Action action = line != nullptr ? line->action : generate(self.rng);
+      const std::optional<Action> next =
+          next_action(self, [&](Prng& rng) { return std::optional<Action>(generate(rng)); });
+      COWSTATE_ASSERT(next.has_value(), "T2", "a scenario run's ops_max counts its writer lines");
+      const Action& action = *next;
       begin_action(self, action);
       writer_in_op_ = true;
       try {
@@ -322,14 +359,24 @@ class SimCore {
   void run_caught();     // run_to_end(), a thrown check or assertion becoming the result
   void run_to_end();
   void apply_expected_failure();  // `expect failure CHECK`
-  void run_strategy();
-  void run_fixed();
-  void finish_tasks();  // runs every unfinished task to its end, lowest id first
+  // The scheduler's picks, from the choice source: drawn (the strategy) or scripted (a
+  // fixed schedule's lines); kNoTask ends the run.
+  void run_schedule();
+  std::uint32_t drawn_pick(std::uint32_t last);
+  std::uint32_t scripted_pick();
+  void bound_check(int line) const;  // throws CheckFailed at the step bound
 
   RunConfig config_;
   Strategy& strategy_;
   const Scenario* scenario_;
   std::vector<std::unique_ptr<Task>> tasks_;
+  std::vector<TaskView> runnable_;  // drawn_pick's buffer
+  // A fixed schedule's place: the next scenario item, the line being run and by whom.
+  bool fixed_ = false;
+  std::size_t next_item_ = 0;
+  const StepLine* line_ = nullptr;
+  const Task* line_task_ = nullptr;
+  std::uint64_t line_units_ = 0;
   Task* running_ = nullptr;
   bool writer_done_ = false;
   bool writer_in_op_ = false;

@@ -36,6 +36,7 @@ using detail::directions;
 using detail::expect;
 using detail::kNoTask;
 using detail::ScenarioInvalid;
+using detail::step_action;
 using detail::Task;
 using detail::TaskKind;
 
@@ -158,8 +159,9 @@ class Simulation final : public detail::SimCore {
   void serializer_body(SnapshotRecord& rec, Task& self);
   void check_restore(SnapshotRecord& rec, const std::vector<std::byte>& bytes);
   void releaser_body(Task& self);
-  void scripted_releaser(Task& self);
-  void generated_releaser(Task& self);
+  void run_release(Task& self, const Action& a);
+  std::optional<Action> draw_decision(Prng& rng) const;
+  std::optional<Action> draw_release_again(Prng& rng) const;
   void cancel_snapshot(SnapshotRecord& r);
   void release_again(SnapshotRecord& r);
   std::vector<SnapshotRecord*> undecided() const;
@@ -171,7 +173,9 @@ class Simulation final : public detail::SimCore {
   }
   bool is_runnable(const Task& t) const override {
     if (t.fiber->finished()) return false;
-    if (t.kind != TaskKind::releaser) return true;
+    return t.kind != TaskKind::releaser || releaser_ready(t);
+  }
+  bool releaser_ready(const Task& t) const {
     if (scenario_ != nullptr) {
       // A scripted releaser waits for the snapshot its next line names (and, in a free
       // schedule, a `release` for that snapshot's serializer to be between steps).
@@ -500,11 +504,15 @@ void Simulation::serializer_body(SnapshotRecord& rec, Task& self) {
   std::set<std::pair<Key, Ns>> emitted;
   std::optional<Writer> writer;  // opened at the first step: the snapshot may be gone by then
   for (;;) {
-    const StepLine* line = take_line(self);
-    if (rec.released || rec.cancel) {
-      Action stop;
-      stop.kind = ActionKind::step;
-      begin_action(self, stop);
+    // A stopping serializer draws nothing; past its lines it writes the rest in one step.
+    const bool stop = rec.released || rec.cancel;
+    const Action step =
+        next_action(self, [&](Prng& rng) {
+          return std::optional<Action>(stop ? step_action(0)
+                                            : step_action(1 + rng.below(opts_.step_entries_max)));
+        }).value_or(step_action(0));
+    if (stop) {
+      begin_action(self, step_action(0));
       if (rec.released) {
         trace(self.name + " stops: " + name + " was cancelled");
       } else {
@@ -514,15 +522,7 @@ void Simulation::serializer_body(SnapshotRecord& rec, Task& self) {
       return;
     }
     if (!writer) writer.emplace(rec.handle);
-    std::size_t budget = 0;
-    if (scenario_ != nullptr) {
-      budget = line != nullptr && line->action.budget != 0 ? line->action.budget : SIZE_MAX;
-    } else {
-      budget = 1 + self.rng.below(opts_.step_entries_max);
-    }
-    Action step;
-    step.kind = ActionKind::step;
-    step.budget = budget == SIZE_MAX ? 0 : static_cast<std::uint32_t>(budget);
+    const std::size_t budget = step.budget == 0 ? SIZE_MAX : step.budget;
     begin_action(self, step);
     rec.in_step = true;
     const bool done = writer->step(budget, [&](const Key& k, const Ns& n, const State& s) {
@@ -586,10 +586,6 @@ std::vector<SnapshotRecord*> Simulation::undecided() const {
   return out;
 }
 
-// Generated runs: the releaser decides once per snapshot, when it first runs after the
-// snapshot started, whether to cancel it; it is runnable only while a decision is pending
-// (so strategies with strict priorities, like PCT, cannot starve the others behind an idle
-// loop). Scenario runs: it does what its lines say, each when its snapshot has started.
 // The releaser cancels a snapshot: at once, or, inside a serializer step, when the step
 // ends.
 void Simulation::cancel_snapshot(SnapshotRecord& r) {
@@ -607,84 +603,78 @@ void Simulation::release_again(SnapshotRecord& r) {
   r.handle.release();
 }
 
+// The releaser's steps: each decides whether a snapshot is cancelled, kept or released.
+// Generated runs: it decides once per snapshot, and is runnable only while a decision is
+// pending (so strategies with strict priorities, like PCT, cannot starve the others behind
+// an idle loop); one step in eight then also releases an already released snapshot again
+// (which must change nothing). Scenario runs: it does what its lines say, each when its
+// snapshot has started.
 void Simulation::releaser_body(Task& self) {
-  if (scenario_ != nullptr) {
-    scripted_releaser(self);
-  } else {
-    generated_releaser(self);
-  }
-}
-
-void Simulation::scripted_releaser(Task& self) {
-  while (self.next_line < self.program.size()) {
-    while (waits_for_snapshot(*self.program[self.next_line])) Fiber::yield();  // not runnable
-    const StepLine* line = take_line(self);
-    SnapshotRecord* r = snapshot_named(line->action.snapshot);
-    begin_action(self, line->action);
-    if (!r->decided) {
-      r->decided = true;
-      --undecided_count_;
-    }
-    switch (line->action.kind) {
-      case ActionKind::cancel:
-        if (r->released) {
-          release_again(*r);
-        } else if (!r->cancel) {
-          cancel_snapshot(*r);
-        }
-        break;
-      case ActionKind::release:
-        if (r->released) {
-          release_again(*r);
-        } else {
-          if (r->in_step) invalid(self, r->name + " is inside a serializer step; cancel it");
-          release(*r, "releaser");
-        }
-        break;
-      case ActionKind::keep:  // a decision that changes nothing (generated runs trace none)
-        break;
-      default:
-        invalid(self, "the releaser cannot run this action");
+  for (;;) {
+    while (!releaser_ready(self)) Fiber::yield();  // not runnable: see is_runnable
+    const std::optional<Action> a =
+        next_action(self, [this](Prng& rng) { return draw_decision(rng); });
+    if (!a) return;
+    run_release(self, *a);
+    if (const std::optional<Action> again =
+            follow_up(self, [this](Prng& rng) { return draw_release_again(rng); })) {
+      run_release(self, *again);
     }
     end_unit(self);
     Fiber::yield();
   }
 }
 
-void Simulation::generated_releaser(Task& self) {
-  for (;;) {
-    std::vector<SnapshotRecord*> pending = undecided();
-    if (pending.empty()) {
-      if (writer_done_) return;
-      Fiber::yield();  // not runnable until a snapshot starts or the writer is done
-      continue;
-    }
-    SnapshotRecord& r = *pending[self.rng.below(pending.size())];
+void Simulation::run_release(Task& self, const Action& a) {
+  begin_action(self, a);
+  SnapshotRecord& r = *snapshot_named(a.snapshot);
+  if (!r.decided) {
     r.decided = true;
     --undecided_count_;
-    Action decision;
-    decision.snapshot = r.name;
-    if (self.rng.below(100) < opts_.cancel_percent) {
-      decision.kind = ActionKind::cancel;
-      begin_action(self, decision);
-      cancel_snapshot(r);
-    } else {
-      decision.kind = ActionKind::keep;
-      begin_action(self, decision);
-    }
-    if (self.rng.chance(1, 8)) {
-      SnapshotRecord& old = *snapshots_[self.rng.below(snapshots_.size())];
-      if (old.released) {
-        Action again;
-        again.kind = ActionKind::release;
-        again.snapshot = old.name;
-        begin_action(self, again);
-        release_again(old);
-      }
-    }
-    end_unit(self);
-    Fiber::yield();
   }
+  switch (a.kind) {
+    case ActionKind::cancel:
+      if (r.released) {
+        release_again(r);
+      } else if (!r.cancel) {
+        cancel_snapshot(r);
+      }
+      return;
+    case ActionKind::release:
+      if (r.released) {
+        release_again(r);
+      } else {
+        if (r.in_step) invalid(self, r.name + " is inside a serializer step; cancel it");
+        release(r, "releaser");
+      }
+      return;
+    case ActionKind::keep:  // a decision that changes nothing (traces nothing)
+      return;
+    default:
+      invalid(self, "the releaser cannot run this action");
+  }
+}
+
+// A decision on a snapshot the releaser has not decided on; nullopt once there is none
+// (the writer is done then, see is_runnable).
+std::optional<Action> Simulation::draw_decision(Prng& rng) const {
+  const std::vector<SnapshotRecord*> pending = undecided();
+  if (pending.empty()) return std::nullopt;
+  Action a;
+  a.snapshot = pending[rng.below(pending.size())]->name;
+  a.kind = rng.below(100) < opts_.cancel_percent ? ActionKind::cancel : ActionKind::keep;
+  return a;
+}
+
+// One time in eight, a release of a snapshot picked at random, if it is already released.
+std::optional<Action> Simulation::draw_release_again(Prng& rng) const {
+  if (!rng.chance(1, 8)) return std::nullopt;
+  const SnapshotRecord& old = *snapshots_[rng.below(snapshots_.size())];
+  if (!old.released) return std::nullopt;
+  Action a;
+  a.kind = ActionKind::release;
+  a.snapshot = old.name;
+  return a;
 }
 
 std::uint64_t Simulation::digest() const {
