@@ -1,4 +1,4 @@
-// Seeded randomized isolation runs (sim/include/cowstate/sim/isolation.h): CowStateMap and the
+// Seeded randomized isolation runs (sim/drivers/cowstate/sim/isolation.h): CowStateMap and the
 // reference model apply the same random operations; after every step the op results, the live
 // map, every live snapshot and the deep invariants are compared.
 //

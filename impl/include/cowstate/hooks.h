@@ -35,7 +35,7 @@ inline void yield(const char* point) {
 namespace cowstate::mutants {
 // The planted bugs, by name. Exactly one (or none) is active at a time. What each one does,
 // and which workload's campaigns must kill it, is the simulator's catalog
-// (sim/include/cowstate/sim/mutants.h).
+// (sim/drivers/cowstate/sim/mutants.h).
 #define COWSTATE_MUTANTS_LIST(X)      \
   X(skip_chain_prefix_copy)           \
   X(entry_version_le)                 \
