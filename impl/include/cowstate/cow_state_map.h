@@ -498,6 +498,7 @@ CowStateMap<K, N, S, H>::CowStateMap(MapOptions options, H hash)
   COWSTATE_ASSERT(max_capacity_ <= (1u << 30), "I8", "maximum capacity above 2^30");
   const std::uint32_t cap =
       std::clamp(round_pow2(options.initial_capacity), min_capacity_, max_capacity_);
+  COWSTATE_ASSERT(std::has_single_bit(cap), "I8", "initial capacity not a power of two");
   primary_.assign(cap, 0);
   primary_mask_ = cap - 1;
   threshold_ = threshold_for(cap);
@@ -567,6 +568,8 @@ void CowStateMap<K, N, S, H>::reclaim() {
     live = live_versions_;
     seen_release_seq_ = release_seq_;
   }
+  COWSTATE_ASSERT(std::is_sorted(live.begin(), live.end()), "I1",
+                  "live snapshot versions out of order");
   // A retired item (birth b, retired at r) may be seen by live snapshot v iff b < v <= r.
   auto visible = [&live](std::uint32_t b, std::uint32_t r) {
     if (COWSTATE_MUTANT(free_retired_early)) {
@@ -599,8 +602,10 @@ void CowStateMap<K, N, S, H>::reclaim() {
     }
   }
   retired_states_.truncate(kept);
-  COWSTATE_ASSERT(!live.empty() || (retired_entries_.empty() && retired_states_.empty()), "I10",
-                  "retired memory remains with no live snapshot");
+  COWSTATE_ASSERT(!live.empty() || retired_entries_.empty(), "I10",
+                  "retired entries remain with no live snapshot");
+  COWSTATE_ASSERT(!live.empty() || retired_states_.empty(), "I10",
+                  "retired states remain with no live snapshot");
 }
 
 template <class K, class N, class S, class H>
@@ -621,11 +626,14 @@ std::vector<std::uint32_t> CowStateMap<K, N, S, H>::vacant_slots() const {
   vacant.reserve(free.size() + retired_entries_.size());
   vacant.assign(free.begin(), free.end());
   for (const RetiredEntry& r : retired_entries_) vacant.push_back(r.index);
+  COWSTATE_ASSERT(vacant.size() <= pool_.slots_allocated(), "I12",
+                  "more free and retired slots than slots allocated");
   return vacant;
 }
 
 template <class K, class N, class S, class H>
 void CowStateMap<K, N, S, H>::free_state(S* state) {
+  COWSTATE_ASSERT(state != nullptr, "I11", "freeing a null state");
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
   if (mutants::active() != mutants::Mutant::none) {
     if constexpr (std::is_default_constructible_v<S>) *state = S{};
@@ -653,11 +661,17 @@ S* CowStateMap<K, N, S, H>::new_state(Args&&... args) {
 
 template <class K, class N, class S, class H>
 void CowStateMap<K, N, S, H>::retire_entry(std::uint32_t index) {
+  COWSTATE_ASSERT(index != 0, "I12", "retiring slot 0, which no entry occupies");
+  COWSTATE_ASSERT(at(index).entry_version < map_version_ || COWSTATE_MUTANT(entry_version_le),
+                  "I10", "retiring an entry born after every snapshot (no snapshot can see it)");
   retired_entries_.append(RetiredEntry{index, at(index).entry_version, map_version_});
 }
 
 template <class K, class N, class S, class H>
 void CowStateMap<K, N, S, H>::retire_state(S* state, std::uint32_t birth) {
+  COWSTATE_ASSERT(state != nullptr, "I11", "retiring a null state");
+  COWSTATE_ASSERT(birth < map_version_ || COWSTATE_MUTANT(state_version_le), "I10",
+                  "retiring a state born after every snapshot (no snapshot can see it)");
   retired_states_.append(RetiredState{state, birth, map_version_});
 }
 
@@ -687,6 +701,9 @@ template <class K, class N, class S, class H>
 auto CowStateMap<K, N, S, H>::make_room_and_copy(std::uint32_t src, const Entry& s) -> SlotRef {
   pool_.ensure_free_slot();  // a new chunk at most: `s` stays where it is
   if (!retired_entries_.has_room()) retired_entries_.grow();
+  COWSTATE_ASSERT(pool_.has_free_slot(), "I12", "no free slot after making room for a copy");
+  COWSTATE_ASSERT(retired_entries_.has_room(), "I10",
+                  "no room in the retirement log after growing it");
   return copy_entry(src, s);
 }
 
@@ -728,9 +745,12 @@ inline auto CowStateMap<K, N, S, H>::copy_for_write(Table& table, std::uint32_t 
   if (table[b] == idx) {  // the head (most chains are one entry long): copy it alone
     const SlotRef c = copy_entry(idx, e);
     table[b] = c.index;
+    COWSTATE_ASSERT(c.entry->entry_version >= h, "I3", "the copy of a head is still shared");
     return c;
   }
-  return copy_chain_prefix(table, b, idx, h);
+  const SlotRef w = copy_chain_prefix(table, b, idx, h);
+  COWSTATE_ASSERT(w.entry->entry_version >= h, "I3", "the copy of a chain entry is still shared");
+  return w;
 }
 
 template <class K, class N, class S, class H>
@@ -769,6 +789,7 @@ void CowStateMap<K, N, S, H>::assign_state(Entry& e, S&& state, std::uint32_t h)
       *e.state = std::move(state);
     }
     e.state_version = map_version_;
+    COWSTATE_ASSERT(e.state != nullptr, "I11", "an entry left without a state");
   }
 }
 
@@ -908,6 +929,7 @@ void CowStateMap<K, N, S, H>::insert_new(Table* table, std::uint32_t hash, const
   COWSTATE_YIELD("map.insert_new");
   const std::uint32_t b = bucket_of(*table, hash);
   const std::uint32_t idx = pool_.allocate();
+  COWSTATE_ASSERT(idx != 0, "I12", "the pool handed out slot 0, the null index");
   if constexpr (kInline) {
     new (&at(idx))
         Entry{key, std::move(state), ns, (*table)[b], StoredHash(hash), map_version_, {}};
@@ -919,6 +941,7 @@ void CowStateMap<K, N, S, H>::insert_new(Table* table, std::uint32_t hash, const
   if (table == &primary_) {
     ++primary_size_;
   } else {
+    COWSTATE_ASSERT(rehashing(), "I6", "an insert into the rehash table with no rehash in flight");
     ++rehash_size_;
   }
 }
@@ -927,6 +950,7 @@ template <class K, class N, class S, class H>
 void CowStateMap<K, N, S, H>::unlink(Table& t, std::uint32_t b, std::uint32_t i, std::uint32_t prev,
                                      std::uint32_t h) {
   if (prev == 0) {
+    COWSTATE_ASSERT(t[b] == i, "I5", "unlinking as the head an entry that does not head its chain");
     t[b] = at(i).next;
   } else {
     Entry& p = *make_writable(t, b, prev, h).entry;
@@ -979,6 +1003,8 @@ void CowStateMap<K, N, S, H>::double_capacity() {
   }
   rehash_.assign(std::size_t{old_cap} * 2, 0);
   rehash_index_ = 0;
+  COWSTATE_ASSERT(rehash_size_ == 0, "I5", "entries counted in a rehash table not yet made");
+  COWSTATE_ASSERT(old_cap * 2 <= max_capacity_, "I8", "a rehash table above the maximum capacity");
   threshold_ = threshold_for(old_cap * 2);
 }
 
@@ -987,6 +1013,7 @@ void CowStateMap<K, N, S, H>::incremental_rehash(std::uint32_t h) {
   constexpr std::uint32_t kMinTransferred = 4;
   const std::uint32_t old_cap = primary_cap();
   const std::uint32_t new_mask = static_cast<std::uint32_t>(rehash_.size() - 1);
+  COWSTATE_ASSERT(rehash_index_ < old_cap, "I6", "a rehash step past the old table's end");
   std::uint32_t transferred = 0;
   std::uint32_t idx = rehash_index_;
   while (transferred < kMinTransferred) {
@@ -1039,6 +1066,8 @@ auto CowStateMap<K, N, S, H>::snapshot() -> Snapshot {
                     "map version overflow");
     if (!COWSTATE_MUTANT(no_version_bump_at_snapshot)) ++map_version_;
     version = map_version_;
+    COWSTATE_ASSERT(live_versions_.empty() || live_versions_.back() <= version, "I1",
+                    "a snapshot version below a live one");
     if (live_versions_.empty() || live_versions_.back() != version) {
       live_versions_.push_back(version);
     }
