@@ -1198,6 +1198,8 @@ std::size_t CowStateMap<K, N, S, H>::visit_incremental(VisitCursor& cursor, std:
   return visited;
 }
 
+// Long because it is one block per invariant of docs/invariants.md, in their order, sharing
+// one walk over the tables; a block reads alone.
 template <class K, class N, class S, class H>
 bool CowStateMap<K, N, S, H>::check_invariants(std::string* why) const {
   auto fail = [why](const char* id, const std::string& what) {

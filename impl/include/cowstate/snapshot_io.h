@@ -198,6 +198,9 @@ requires Serializer<KS, typename Map::key_type> && Serializer<NS, typename Map::
   scan_ = snapshot.scan();
 }
 
+// Long because both encodings (fixed-size records stored in chunks, others appended one by
+// one) share the scan held in a local and the visit lambda; a function per encoding would
+// hand the scan and the counters back and forth on the hot path.
 template <class Map, class KS, class NS, class SS>
 requires Serializer<KS, typename Map::key_type> && Serializer<NS, typename Map::namespace_type> &&
     Serializer<SS, typename Map::state_type>

@@ -311,6 +311,8 @@ std::string nothing_copied(const StepContext& c) {
 // ---------------------------------------------------------------------------------------
 // Narration.
 
+// Long because it is one case per writer action, each a few sentences; explain's renderer
+// rewrite (per workload) is where it splits.
 std::string narrate_writer(const StepContext& c) {
   const ExplainStep& s = *c.step;
   std::vector<std::string> out;
@@ -675,6 +677,8 @@ std::string record_escape(const std::string& s) {
   return out;
 }
 
+// Long because it draws one picture in order (tables, chains, snapshots, states); explain's
+// renderer rewrite (per workload) is where it splits.
 std::string step_dot(const StepContext& c) {
   const ExplainStep& s = *c.step;
   const MapLayout& l = s.layout;

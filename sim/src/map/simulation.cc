@@ -322,6 +322,8 @@ void Simulation::check_minimal(const Access::EntryInfo& before, std::uint32_t h,
   }
 }
 
+// Long because it is one case per writer action, each the production call, the model call
+// and the comparison of the two; the cases share the before/after bookkeeping around them.
 void Simulation::execute(const Action& a) {
   const Key k = a.entry.first;
   const Ns n = a.entry.second;

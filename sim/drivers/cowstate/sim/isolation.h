@@ -585,6 +585,8 @@ class IsolationLane {
  private:
   static constexpr std::size_t kReleasedKept = 2;
 
+  // Long because it is one case per OpKind, each the map call, the model call and the
+  // comparison; splitting it would spread one operation's step over several functions.
   std::optional<std::string> apply_op(const Op& op, IsolationCounters& counters) {
     const std::uint64_t k = op.key;
     const std::int32_t ns = op.ns;
@@ -1033,6 +1035,7 @@ struct IsolationMix {
   std::uint64_t default_ops;  // operations per seed in the default test suite
 };
 
+// Long because it is a table: one entry per mix, each a handful of option assignments.
 inline std::vector<IsolationMix> isolation_mixes() {
   std::vector<IsolationMix> out;
   {
