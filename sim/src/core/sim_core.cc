@@ -40,7 +40,7 @@ void SimCore::resume(Task& t) {
 void SimCore::run_schedule() {
   std::uint32_t last = kNoTask;
   for (;;) {
-    const std::uint32_t id = fixed_ ? scripted_pick() : drawn_pick(last);
+    const std::uint32_t id = fixed_schedule() ? scripted_pick() : drawn_pick(last);
     if (id == kNoTask) return;
     resume(*tasks_.at(id));
     last = id;
@@ -199,11 +199,10 @@ void SimCore::run_caught() {
 
 void SimCore::run_to_end() {
   start();
-  fixed_ = scenario_ != nullptr && scenario_->config.fixed_schedule;
   run_schedule();
   if (scenario_ == nullptr || result_.outcome != Outcome::pass || result_.abandoned) return;
   after_step_checks();
-  if (!scenario_->config.fixed_schedule) {
+  if (!fixed_schedule()) {
     for (const ScenarioItem& item : scenario_->items) {
       if (const auto* e = expectation_of(item)) check_expectation(*e);
     }

@@ -365,6 +365,7 @@ class SimCore {
   std::uint32_t drawn_pick(std::uint32_t last);
   std::uint32_t scripted_pick();
   void bound_check(int line) const;  // throws CheckFailed at the step bound
+  bool fixed_schedule() const { return scenario_ != nullptr && scenario_->config.fixed_schedule; }
 
   RunConfig config_;
   Strategy& strategy_;
@@ -372,7 +373,6 @@ class SimCore {
   std::vector<std::unique_ptr<Task>> tasks_;
   std::vector<TaskView> runnable_;  // drawn_pick's buffer
   // A fixed schedule's place: the next scenario item, the line being run and by whom.
-  bool fixed_ = false;
   std::size_t next_item_ = 0;
   const StepLine* line_ = nullptr;
   const Task* line_task_ = nullptr;
