@@ -8,6 +8,7 @@
 #include "cowstate/sim/campaign.h"
 #include "cowstate/sim/explore.h"
 #include "cowstate/sim/fiber.h"
+#include "cowstate/sim/isolation.h"
 #include "cowstate/sim/map_options.h"
 #include "cowstate/sim/random.h"
 #include "cowstate/sim/run.h"
@@ -101,17 +102,39 @@ TEST_CASE("workload options print and parse back, and bad options name their col
   CHECK(error.find("out of range") != std::string::npos);
 }
 
+TEST_CASE("the simulator writer draws from the one list of map operations", "[sim][workload]") {
+  // Every map operation but the release (the releaser task's) is a writer operation, named as
+  // the scenario action it becomes, and weighted by the same table the isolation driver uses.
+  CHECK(kWriterOps.size() + 1 == kOpKinds.size());
+  for (const OpKind op : kWriterOps) {
+    CAPTURE(to_text(op));
+    CHECK(op != OpKind::snapshot_release);
+    const std::string name = action_name(action_of(op));
+    CHECK(name == (op == OpKind::snapshot_start ? std::string("snapshot") : to_text(op)));
+  }
+  MapWorkloadOptions o;
+  for (const OpKind op : kOpKinds) weight_of(o.weights, op) = 0;
+  o.weights.transform = 1;
+  CHECK(total_weight(o.weights) == 1);
+  CHECK(kind_at(o.weights, 0) == OpKind::transform);
+  const Op drawn{};  // isolation's Op and the map options live side by side
+  CHECK(drawn.kind == OpKind::get);
+  std::string error;
+  CHECK(MapWorkloadOptions::parse(o.to_string(), &error) == o);
+}
+
 TEST_CASE("the swarm switches operations off and varies capacities across seeds",
           "[sim][workload]") {
   std::size_t switched_off = 0, tiny = 0, capped = 0, identity = 0;
   for (std::uint64_t seed = 1; seed <= 200; ++seed) {
     const MapWorkloadOptions o = MapWorkloadOptions::swarm(seed, 100, 1);
-    for (auto w : o.weights) switched_off += w == 0;
+    for (const OpKind op : kWriterOps) switched_off += weight_of(o.weights, op) == 0;
+    CHECK(o.weights.snapshot_release == 0);
     tiny += o.initial_capacity <= 2;
     capped += o.max_capacity <= 8;
     identity += o.identity_hash;
-    CHECK(o.weights[static_cast<std::size_t>(Op::put)] > 0);
-    CHECK(o.weights[static_cast<std::size_t>(Op::snapshot)] > 0);
+    CHECK(o.weights.put > 0);
+    CHECK(o.weights.snapshot_start > 0);
   }
   CHECK(switched_off > 100);
   CHECK(tiny > 20);
@@ -274,7 +297,17 @@ RunConfig small_config() {
   w.live_snapshots_max = 1;
   w.step_entries_max = 1;
   w.cancel_percent = 50;
-  w.weights = {6, 0, 3, 0, 1, 0, 2, 0, 6, 0};
+  w.weights = {.put = 6,
+               .put_and_get_old = 0,
+               .remove = 3,
+               .remove_and_get_old = 0,
+               .get = 1,
+               .contains = 0,
+               .get_mutable = 2,
+               .transform = 0,
+               .snapshot_start = 6,
+               .snapshot_release = 0,
+               .visit = 0};
   config.workload = &default_workload();
   config.options = make_options(w);
   return config;

@@ -10,6 +10,34 @@ namespace cowstate::sim {
 using detail::parse_items;
 using detail::parse_u32;
 
+ActionKind action_of(OpKind kind) noexcept {
+  switch (kind) {
+    case OpKind::put:
+      return ActionKind::put;
+    case OpKind::put_and_get_old:
+      return ActionKind::put_and_get_old;
+    case OpKind::remove:
+      return ActionKind::remove;
+    case OpKind::remove_and_get_old:
+      return ActionKind::remove_and_get_old;
+    case OpKind::get:
+      return ActionKind::get;
+    case OpKind::contains:
+      return ActionKind::contains;
+    case OpKind::get_mutable:
+      return ActionKind::get_mutable;
+    case OpKind::transform:
+      return ActionKind::transform;
+    case OpKind::snapshot_start:
+      return ActionKind::snapshot;
+    case OpKind::visit:
+      return ActionKind::visit;
+    case OpKind::snapshot_release:
+      break;
+  }
+  return ActionKind::release;
+}
+
 namespace {
 // The scalar fields, in print order, for to_string() and parse().
 template <class F>
@@ -39,13 +67,12 @@ MapWorkloadOptions MapWorkloadOptions::swarm(std::uint64_t seed, std::uint32_t o
   o.deep_check_every = deep_check_every;
   // Each non-essential operation is switched off with probability 1/4; the rest get a
   // weight in [1, 40]. put and snapshot stay on: without them nothing happens.
-  for (std::size_t i = 0; i < kOpCount; ++i) {
-    const auto op = static_cast<Op>(i);
-    const bool essential = op == Op::put || op == Op::snapshot;
-    o.weights[i] =
+  for (const OpKind op : kWriterOps) {
+    const bool essential = op == OpKind::put || op == OpKind::snapshot_start;
+    weight_of(o.weights, op) =
         (!essential && rng.chance(1, 4)) ? 0 : static_cast<std::uint32_t>(rng.between(1, 40));
   }
-  o.weights[static_cast<std::size_t>(Op::snapshot)] = static_cast<std::uint32_t>(rng.between(1, 8));
+  o.weights.snapshot_start = static_cast<std::uint32_t>(rng.between(1, 8));
   static constexpr std::uint32_t kKeySpaces[] = {2, 4, 8, 16, 32, 64, 200};
   o.keys = kKeySpaces[rng.below(std::size(kKeySpaces))];
   o.namespaces = static_cast<std::uint32_t>(rng.between(1, 3));
@@ -71,11 +98,11 @@ std::string MapWorkloadOptions::to_string() const {
   out += " identity_hash=";
   out += identity_hash ? "1" : "0";
   out += " weights=";
-  for (std::size_t i = 0; i < kOpCount; ++i) {
-    if (i > 0) out += ',';
-    out += op_name(static_cast<Op>(i));
+  for (const OpKind op : kWriterOps) {
+    if (op != kWriterOps.front()) out += ',';
+    out += action_name(action_of(op));
     out += ':';
-    out += std::to_string(weights[i]);
+    out += std::to_string(weight_of(weights, op));
   }
   return out;
 }
@@ -94,18 +121,18 @@ std::optional<MapWorkloadOptions> MapWorkloadOptions::parse(std::string_view lin
           known = true;
           std::size_t i = 0;
           std::size_t p = 0;
-          while (*ok && p <= value.size() && i < kOpCount) {
+          while (*ok && p <= value.size() && i < kWriterOps.size()) {
             std::size_t comma = value.find(',', p);
             if (comma == std::string_view::npos) comma = value.size();
             const std::string_view w = value.substr(p, comma - p);
             const std::size_t colon = w.find(':');
             *ok = colon != std::string_view::npos &&
-                  w.substr(0, colon) == op_name(static_cast<Op>(i)) &&
-                  parse_u32(w.substr(colon + 1), &o.weights[i]);
+                  w.substr(0, colon) == action_name(action_of(kWriterOps[i])) &&
+                  parse_u32(w.substr(colon + 1), &weight_of(o.weights, kWriterOps[i]));
             ++i;
             p = comma + 1;
           }
-          *ok = *ok && i == kOpCount && p == value.size() + 1;
+          *ok = *ok && i == kWriterOps.size() && p == value.size() + 1;
         }
         return known;
       });

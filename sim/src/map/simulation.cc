@@ -249,31 +249,30 @@ class Simulation final : public detail::SimCore {
 };
 
 Action Simulation::generate(Prng& rng) {
-  std::array<std::uint32_t, kOpCount> w = opts_.weights;
-  if (live_snapshots() >= opts_.live_snapshots_max) w[static_cast<std::size_t>(Op::snapshot)] = 0;
-  std::uint64_t total = 0;
-  for (auto x : w) total += x;
-  const Op op = total == 0 ? Op::get : static_cast<Op>(pick_weighted(rng, w));
+  OpWeights w = opts_.weights;
+  if (live_snapshots() >= opts_.live_snapshots_max) w.snapshot_start = 0;
+  const std::uint32_t total = total_weight(w);
+  const OpKind op = total == 0 ? OpKind::get : kind_at(w, rng.below(total));
   Action a;
-  a.kind = op;
+  a.kind = action_of(op);
   a.entry.first = pick_key(rng);
   a.entry.second = static_cast<Ns>(rng.below(opts_.namespaces));
   switch (op) {
-    case Op::put:
-    case Op::put_and_get_old:
+    case OpKind::put:
+    case OpKind::put_and_get_old:
       a.value = pick_value(rng);
       break;
-    case Op::get_mutable:
+    case OpKind::get_mutable:
       a.mutation = static_cast<Mutation>(rng.below(3));
       a.x = static_cast<std::int64_t>(rng.below(100));
       break;
-    case Op::transform:
+    case OpKind::transform:
       a.x = static_cast<std::int64_t>(rng.below(100));
       break;
-    case Op::snapshot:
+    case OpKind::snapshot_start:
       a.snapshot = "s" + std::to_string(snapshots_.size() + 1);
       break;
-    case Op::visit:
+    case OpKind::visit:
       a.budget = static_cast<std::uint32_t>(1 + rng.below(6));
       a.extras.set().salt = rng.below(7);
       break;

@@ -80,27 +80,13 @@
 #include "cowstate/cow_state_map_access.h"
 #include "cowstate/model/versioned_map.h"
 #include "cowstate/serializers.h"
+#include "cowstate/sim/map_ops.h"
 #include "cowstate/sim/random.h"
 
 namespace cowstate::sim {
 
 // ---------------------------------------------------------------------------------------
 // Options and ops
-
-// Relative weights of the operations a step draws; 0 switches one off (swarm testing).
-struct OpWeights {
-  std::uint32_t put = 10;
-  std::uint32_t put_and_get_old = 6;
-  std::uint32_t remove = 5;
-  std::uint32_t remove_and_get_old = 4;
-  std::uint32_t get = 6;
-  std::uint32_t contains = 3;
-  std::uint32_t get_mutable = 8;
-  std::uint32_t transform = 6;
-  std::uint32_t snapshot_start = 3;
-  std::uint32_t snapshot_release = 3;
-  std::uint32_t visit = 2;
-};
 
 struct IsolationOptions {
   std::uint64_t seed = 1;
@@ -154,48 +140,6 @@ inline std::string describe(const IsolationOptions& o) {
          ", deep check every " + n(o.deep_check_cadence());
 }
 
-enum class OpKind : std::uint8_t {
-  put,
-  put_and_get_old,
-  remove,
-  remove_and_get_old,
-  get,
-  contains,
-  get_mutable,
-  transform,
-  snapshot_start,
-  snapshot_release,
-  visit,
-};
-
-inline const char* to_text(OpKind kind) noexcept {
-  switch (kind) {
-    case OpKind::put:
-      return "put";
-    case OpKind::put_and_get_old:
-      return "put_and_get_old";
-    case OpKind::remove:
-      return "remove";
-    case OpKind::remove_and_get_old:
-      return "remove_and_get_old";
-    case OpKind::get:
-      return "get";
-    case OpKind::contains:
-      return "contains";
-    case OpKind::get_mutable:
-      return "get_mutable";
-    case OpKind::transform:
-      return "transform";
-    case OpKind::snapshot_start:
-      return "snapshot_start";
-    case OpKind::snapshot_release:
-      return "snapshot_release";
-    case OpKind::visit:
-      return "visit";
-  }
-  return "?";
-}
-
 // One drawn operation. Which fields matter depends on the kind:
 //   put, put_and_get_old   key, ns; the state is made from value and length
 //   get_mutable            key, ns; mutation `choice % 3` with value (see StateTraits)
@@ -235,29 +179,6 @@ inline std::string to_text(const Op& op) {
     out += " value=" + std::to_string(op.value);
   }
   return out;
-}
-
-// The weights in OpKind order.
-inline std::array<std::uint32_t, 11> weight_table(const OpWeights& w) noexcept {
-  return {w.put,      w.put_and_get_old, w.remove,    w.remove_and_get_old, w.get,
-          w.contains, w.get_mutable,     w.transform, w.snapshot_start,     w.snapshot_release,
-          w.visit};
-}
-
-// The sum of the weights: 0 means no operation can be drawn.
-inline std::uint32_t total_weight(const OpWeights& w) noexcept {
-  std::uint32_t total = 0;
-  for (const std::uint32_t x : weight_table(w)) total += x;
-  return total;
-}
-
-// The kind a draw of `pick` in [0, total_weight(w)) selects: the kinds in OpKind order, each
-// over as many values as its weight. REQUIRES: pick < total_weight(w).
-inline OpKind kind_at(const OpWeights& w, std::uint64_t pick) noexcept {
-  const std::array<std::uint32_t, 11> weights = weight_table(w);
-  std::size_t kind = 0;
-  while (pick >= weights[kind]) pick -= weights[kind++];
-  return static_cast<OpKind>(kind);
 }
 
 // One operation drawn from `rng` by the weights and bounds of `options`, the one way every

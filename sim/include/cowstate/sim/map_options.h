@@ -14,20 +14,39 @@
 #include <string>
 #include <string_view>
 
+#include "cowstate/sim/map_ops.h"
 #include "cowstate/sim/scenario.h"
 
 namespace cowstate::sim {
 
-// The writer's operations are the first kOpCount scenario actions (scenario.h), so a
-// generated operation is written down as a scenario step unchanged.
-using Op = ActionKind;
-inline constexpr std::size_t kOpCount = 10;
-static_assert(static_cast<std::size_t>(ActionKind::visit) + 1 == kOpCount);
-inline const char* op_name(Op op) noexcept { return action_name(op); }
+// The writer's operations: every map operation but snapshot_release, which the releaser
+// task does. Each is the scenario action of the same name (`snapshot` for snapshot_start),
+// so a generated operation is written down as a scenario step unchanged.
+inline constexpr std::array<OpKind, kOpKindCount - 1> kWriterOps = [] {
+  std::array<OpKind, kOpKindCount - 1> ops{};
+  std::size_t n = 0;
+  for (const OpKind kind : kOpKinds) {
+    if (kind != OpKind::snapshot_release) ops[n++] = kind;
+  }
+  return ops;
+}();
+
+// The scenario action of a writer operation. REQUIRES: kind != OpKind::snapshot_release.
+ActionKind action_of(OpKind kind) noexcept;
 
 struct MapWorkloadOptions {
   std::uint32_t ops_max = 400;  // writer operations per run
-  std::array<std::uint32_t, kOpCount> weights = {30, 5, 12, 4, 15, 4, 10, 6, 5, 2};
+  OpWeights weights = {.put = 30,
+                       .put_and_get_old = 5,
+                       .remove = 12,
+                       .remove_and_get_old = 4,
+                       .get = 15,
+                       .contains = 4,
+                       .get_mutable = 10,
+                       .transform = 6,
+                       .snapshot_start = 5,
+                       .snapshot_release = 0,
+                       .visit = 2};
   std::uint32_t keys = 16;             // key space [0, keys)
   std::uint32_t namespaces = 2;        // namespaces [0, namespaces)
   std::uint32_t hot_keys = 0;          // the first hot_keys keys are hot ...
