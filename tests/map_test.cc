@@ -337,6 +337,54 @@ TEST_CASE("transform puts fn(old, value), with nullptr for an absent key", "[map
   CHECK(*m.get(7, 0) == 110);
 }
 
+TEST_CASE("an in-place transform keeps the state with no snapshot and copies it under one",
+          "[map][ops]") {
+  VecMap m(kFour);
+  using List = std::vector<std::int64_t>;
+  auto append = [](List& list, const std::int64_t& v) { list.push_back(v); };
+  m.transform(3, 0, std::int64_t{1}, append);  // absent: starts as an empty list
+  CHECK(*m.get(3, 0) == List{1});
+  const List* before = m.get(3, 0);
+  m.transform(3, 0, std::int64_t{2}, append);
+  CHECK(m.get(3, 0) == before);  // no snapshot: the same state object, changed in place
+  CHECK(*m.get(3, 0) == List{1, 2});
+
+  auto s = m.snapshot();
+  m.transform(3, 0, std::int64_t{3}, append);
+  CHECK(m.get(3, 0) != before);  // the snapshot shares the state: copied first
+  CHECK(*m.get(3, 0) == List{1, 2, 3});
+  CHECK(contents<VecMap>(s) == decltype(contents<VecMap>(s)){{{3, 0}, List{1, 2}}});
+  const List* copy = m.get(3, 0);
+  m.transform(3, 0, std::int64_t{4}, append);  // the copy is the writer's own now
+  CHECK(m.get(3, 0) == copy);
+  CHECK(contents<VecMap>(s) == decltype(contents<VecMap>(s)){{{3, 0}, List{1, 2}}});
+  s.release();
+  CHECK(m.check_invariants());
+}
+
+TEST_CASE("an in-place transform of an inline state leaves the snapshot its value", "[map][ops]") {
+  IntMap m(kFour);
+  auto add = [](std::int64_t& state, const std::int64_t& v) { state += v; };
+  m.transform(7, 0, std::int64_t{5}, add);
+  CHECK(*m.get(7, 0) == 5);
+  auto s = m.snapshot();
+  m.transform(7, 0, std::int64_t{5}, add);
+  CHECK(*m.get(7, 0) == 10);
+  CHECK(contents<IntMap>(s) == decltype(contents<IntMap>(s)){{{7, 0}, 5}});
+  s.release();
+}
+
+TEST_CASE("an in-place transform that throws on an absent key inserts nothing", "[map][ops]") {
+  StrMap m(kFour);
+  auto boom = [](std::string& state, const int&) {
+    state = "half";
+    throw std::runtime_error("boom");
+  };
+  CHECK_THROWS(m.transform(1, 0, 0, boom));
+  CHECK_FALSE(m.contains(1, 0));
+  CHECK(m.size() == 0);
+}
+
 TEST_CASE("a throwing transform changes nothing", "[map][ops]") {
   StrMap m(kFour);
   m.put(1, 0, "x");

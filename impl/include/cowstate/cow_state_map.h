@@ -199,8 +199,16 @@ class CowStateMap {
   std::optional<S> put_and_get_old(const K& key, const N& ns, S state);
   bool remove(const K& key, const N& ns);
   std::optional<S> remove_and_get_old(const K& key, const N& ns);
-  // Puts fn(old_or_nullptr, value) -> S. Nothing changes if fn throws.
-  // REQUIRES: fn does not call the map.
+  // Flink's StateTransformationFunction, in one of two forms, told apart by fn's signature:
+  //   S fn(const S* old_or_nullptr, const T& value)   puts the state fn returns; nothing
+  //                                                   changes if fn throws;
+  //   void fn(S& state, const T& value)               changes the state in place, as a
+  //                                                   get_mutable would hand it out (copied
+  //                                                   first when a live snapshot may see it);
+  //                                                   an absent state starts as S{} and is
+  //                                                   inserted only if fn returns; if fn
+  //                                                   throws, what it changed stays.
+  // REQUIRES: fn does not call the map; fn has exactly one of the two forms.
   template <class T, class F>
   void transform(const K& key, const N& ns, const T& value, F&& fn);
 
@@ -418,6 +426,8 @@ class CowStateMap {
   void insert_new(Table* table, std::uint32_t hash, const K& key, const N& ns, NewState state);
   // Returns the writable entry for (key, ns) found at `idx` in `table`. Always inline: its
   // common case is a load and a compare, and a call would cost every put more than that.
+  // The state of slot idx (in chain b of t), made writable as get_mutable hands it out.
+  S& writable_state(Table& t, std::uint32_t b, std::uint32_t idx, std::uint32_t h);
   [[gnu::always_inline]] SlotRef make_writable(Table& table, std::uint32_t b, std::uint32_t idx,
                                                std::uint32_t h);
   // make_writable's copy: the entry alone when it heads its chain, else the chain prefix.
@@ -839,8 +849,14 @@ S* CowStateMap<K, N, S, H>::get_mutable(const K& key, const N& ns) {
   Table& t = *tp;
   std::uint32_t i = find_in(t, b, hash, key, ns, nullptr);
   if (i == 0) return nullptr;
+  return &writable_state(t, b, i, h);
+}
+
+template <class K, class N, class S, class H>
+S& CowStateMap<K, N, S, H>::writable_state(Table& t, std::uint32_t b, std::uint32_t i,
+                                           std::uint32_t h) {
   if constexpr (kInline) {
-    return &make_writable(t, b, i, h).entry->state;
+    return make_writable(t, b, i, h).entry->state;
   } else {
     Entry* e = &at(i);
     if (must_copy_state(e->state_version, h) && !COWSTATE_MUTANT(shared_state_mutable)) {
@@ -852,7 +868,7 @@ S* CowStateMap<K, N, S, H>::get_mutable(const K& key, const N& ns) {
     }
     COWSTATE_ASSERT(e->state_version >= h || COWSTATE_MUTANT(shared_state_mutable), "I4",
                     "handing out a shared state mutably");
-    return e->state;
+    return *e->state;
   }
 }
 
@@ -906,13 +922,29 @@ void CowStateMap<K, N, S, H>::transform(const K& key, const N& ns, const T& valu
   const auto [tp, b] = home_of(hash);
   Table& t = *tp;
   std::uint32_t i = find_in(t, b, hash, key, ns, nullptr);
-  if (i != 0) {
-    S fresh = std::invoke(fn, static_cast<const S*>(&state_ref(at(i))), value);
-    assign_state(*make_writable(t, b, i, h).entry, std::move(fresh), h);
-    return;
+  constexpr bool kInPlace =
+      std::is_invocable_r_v<void, F&, S&, const T&> && !std::is_invocable_v<F&, const S*, const T&>;
+  static_assert(kInPlace || std::is_invocable_r_v<S, F&, const S*, const T&>,
+                "transform takes S fn(const S*, const T&) or void fn(S&, const T&)");
+  if constexpr (kInPlace) {
+    if (i != 0) {
+      S& state = COWSTATE_MUTANT(transform_in_place_shared) ? state_ref(at(i))
+                                                            : writable_state(t, b, i, h);
+      std::invoke(fn, state, value);
+      return;
+    }
+    S fresh{};
+    std::invoke(fn, fresh, value);
+    insert_new(&t, hash, key, ns, std::move(fresh));
+  } else {
+    if (i != 0) {
+      S fresh = std::invoke(fn, static_cast<const S*>(&state_ref(at(i))), value);
+      assign_state(*make_writable(t, b, i, h).entry, std::move(fresh), h);
+      return;
+    }
+    S fresh = std::invoke(fn, static_cast<const S*>(nullptr), value);
+    insert_new(&t, hash, key, ns, std::move(fresh));
   }
-  S fresh = std::invoke(fn, static_cast<const S*>(nullptr), value);
-  insert_new(&t, hash, key, ns, std::move(fresh));
 }
 
 template <class K, class N, class S, class H>

@@ -57,7 +57,8 @@ namespace cowstate::mutants {
   X(ttl_cleanup_in_place)             \
   X(ttl_full_snapshot_at_start)       \
   X(ttl_read_no_refresh)              \
-  X(ttl_empty_list_kept)
+  X(ttl_empty_list_kept)              \
+  X(transform_in_place_shared)
 
 enum class Mutant : std::uint8_t {
   none = 0,

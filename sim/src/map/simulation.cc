@@ -391,7 +391,8 @@ void Simulation::execute(const Action& a) {
         return s;
       };
       model_->transform(k, n, x, fn);
-      map_->transform(k, n, x, fn);
+      // The map gets the in-place form: the same append, on the state it may share.
+      map_->transform(k, n, x, [](State& s, const std::int64_t& value) { s.push_back(value); });
       check_minimal(before, h, k, n, true, "transform");
       break;
     }

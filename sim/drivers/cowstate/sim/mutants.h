@@ -61,6 +61,8 @@ inline constexpr PlantedBug kPlantedBugs[] = {
      "OnReadAndWrite reads do not refresh the last-access time"},
     {mutants::Mutant::ttl_empty_list_kept, "backend", true,
      "TTL cleanup keeps an entry whose list or map has no live element left"},
+    {mutants::Mutant::transform_in_place_shared, "map", false,
+     "an in-place transform changes a state a live snapshot shares"},
 };
 constexpr bool in_enum_order() noexcept {
   for (std::size_t i = 0; i < std::size(kPlantedBugs); ++i) {
