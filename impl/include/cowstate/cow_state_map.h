@@ -424,10 +424,10 @@ class CowStateMap {
   // its state in memory in case it inserts.
   using NewState = std::conditional_t<kInline, S, S&&>;
   void insert_new(Table* table, std::uint32_t hash, const K& key, const N& ns, NewState state);
-  // Returns the writable entry for (key, ns) found at `idx` in `table`. Always inline: its
-  // common case is a load and a compare, and a call would cost every put more than that.
   // The state of slot idx (in chain b of t), made writable as get_mutable hands it out.
   S& writable_state(Table& t, std::uint32_t b, std::uint32_t idx, std::uint32_t h);
+  // Returns the writable entry for (key, ns) found at `idx` in `table`. Always inline: its
+  // common case is a load and a compare, and a call would cost every put more than that.
   [[gnu::always_inline]] SlotRef make_writable(Table& table, std::uint32_t b, std::uint32_t idx,
                                                std::uint32_t h);
   // make_writable's copy: the entry alone when it heads its chain, else the chain prefix.

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cowstate/sim/random.h"
+
 namespace cowstate::sim {
 
 enum class OpKind : std::uint8_t {
@@ -84,24 +86,26 @@ struct OpWeights {
   bool operator==(const OpWeights&) const = default;
 };
 
+// The field of each kind's weight, in OpKind order.
+inline constexpr std::array<std::uint32_t OpWeights::*, kOpKindCount> kWeightFields = {
+    &OpWeights::put,
+    &OpWeights::put_and_get_old,
+    &OpWeights::remove,
+    &OpWeights::remove_and_get_old,
+    &OpWeights::get,
+    &OpWeights::contains,
+    &OpWeights::get_mutable,
+    &OpWeights::transform,
+    &OpWeights::snapshot_start,
+    &OpWeights::snapshot_release,
+    &OpWeights::visit};
+
 // The weight of one kind, to read or set.
 inline std::uint32_t& weight_of(OpWeights& w, OpKind kind) noexcept {
-  static constexpr std::array<std::uint32_t OpWeights::*, kOpKindCount> kFields = {
-      &OpWeights::put,
-      &OpWeights::put_and_get_old,
-      &OpWeights::remove,
-      &OpWeights::remove_and_get_old,
-      &OpWeights::get,
-      &OpWeights::contains,
-      &OpWeights::get_mutable,
-      &OpWeights::transform,
-      &OpWeights::snapshot_start,
-      &OpWeights::snapshot_release,
-      &OpWeights::visit};
-  return w.*kFields[static_cast<std::size_t>(kind)];
+  return w.*kWeightFields[static_cast<std::size_t>(kind)];
 }
 inline std::uint32_t weight_of(const OpWeights& w, OpKind kind) noexcept {
-  return weight_of(const_cast<OpWeights&>(w), kind);
+  return w.*kWeightFields[static_cast<std::size_t>(kind)];
 }
 
 // The weights in OpKind order.
@@ -121,10 +125,7 @@ inline std::uint32_t total_weight(const OpWeights& w) noexcept {
 // The kind a draw of `pick` in [0, total_weight(w)) selects: the kinds in OpKind order, each
 // over as many values as its weight. REQUIRES: pick < total_weight(w).
 inline OpKind kind_at(const OpWeights& w, std::uint64_t pick) noexcept {
-  const std::array<std::uint32_t, kOpKindCount> weights = weight_table(w);
-  std::size_t kind = 0;
-  while (pick >= weights[kind]) pick -= weights[kind++];
-  return static_cast<OpKind>(kind);
+  return static_cast<OpKind>(weighted_index(weight_table(w), pick));
 }
 
 }  // namespace cowstate::sim

@@ -90,12 +90,10 @@ class Prng {
   std::uint64_t s_[4] = {};
 };
 
-// Index chosen with probability proportional to its weight; REQUIRES a positive total.
+// The index that `x` selects when each index covers as many values as its weight, in order.
+// REQUIRES: x < the sum of the weights.
 template <class Weights>
-std::size_t pick_weighted(Prng& rng, const Weights& weights) {
-  std::uint64_t total = 0;
-  for (auto w : weights) total += w;
-  std::uint64_t x = rng.below(total);
+std::size_t weighted_index(const Weights& weights, std::uint64_t x) noexcept {
   std::size_t i = 0;
   for (auto w : weights) {
     if (x < w) return i;
@@ -103,6 +101,14 @@ std::size_t pick_weighted(Prng& rng, const Weights& weights) {
     ++i;
   }
   return i - 1;
+}
+
+// Index chosen with probability proportional to its weight; REQUIRES a positive total.
+template <class Weights>
+std::size_t pick_weighted(Prng& rng, const Weights& weights) {
+  std::uint64_t total = 0;
+  for (auto w : weights) total += w;
+  return weighted_index(weights, rng.below(total));
 }
 
 }  // namespace cowstate::sim
