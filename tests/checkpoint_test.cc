@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -366,4 +367,48 @@ TEST_CASE("every truncation and every appended byte of a checkpoint is refused",
   const CheckpointInput in{"long.cscp", longer};
   CHECK_FALSE(target.restore({&in, 1}).ok());
   CHECK(image(ts).entries() == 0);
+}
+
+TEST_CASE("a block with a (key, namespace) twice is refused at the second, and changes nothing",
+          "[checkpoint][errors][corrupt]") {
+  Backend b(KeyGroupRange(0, 7), 8);
+  auto& value = b.value_state<VoidNamespaceSerializer, Int64Serializer>("value", -1);
+  // Three keys of one key group: its block holds their records in the map's slot order.
+  std::vector<std::uint64_t> keys;
+  const auto group_of = [](std::uint64_t k) {
+    return cowstate::key_group_for_hash(cowstate::KeyHash<std::uint64_t>{}(k), 8);
+  };
+  for (std::uint64_t k = 0; keys.size() < 3; ++k) {
+    if (group_of(k) == group_of(0)) keys.push_back(k);
+  }
+  for (const std::uint64_t k : keys) {
+    REQUIRE(b.set_current_key(k).ok());
+    value.update(static_cast<std::int64_t>(k) * 10);
+  }
+  Bytes file = write_checkpoint(b, 1);
+  const CheckpointInput good{"dup.cscp", file};
+  const auto layout = cowstate::read_checkpoint_layout(good);
+  REQUIRE(layout.ok());
+  const cowstate::CheckpointBlockInfo& block =
+      layout->blocks[static_cast<std::size_t>(group_of(0))];
+  // Block: key group, section count, state index (u32 each), entry count (u64); then
+  // records of key (8 bytes) and state (8): the third key becomes the second's.
+  const std::size_t records = static_cast<std::size_t>(block.offset) + 20;
+  REQUIRE(block.raw == 20 + 3 * 16);
+  std::memcpy(file.data() + records + 32, file.data() + records + 16, 8);
+
+  Backend target(KeyGroupRange(0, 7), 8);
+  auto& restored = target.value_state<VoidNamespaceSerializer, Int64Serializer>("value", -1);
+  REQUIRE(target.set_current_key(keys[0]).ok());
+  restored.update(-5);
+  cowstate::RestoreOptions unchecked;
+  unchecked.verify_checksums = false;
+  const CheckpointInput bad{"dup.cscp", file};
+  const cowstate::Status st = target.restore({&bad, 1}, unchecked);
+  CHECK(st.message() == "dup.cscp: offset " + std::to_string(records + 32) +
+                            ": expected a (key, namespace) not seen before in state \"value\", "
+                            "found a duplicate");
+  REQUIRE(target.set_current_key(keys[0]).ok());
+  CHECK(restored.value() == -5);
+  CHECK(target.check_invariants());
 }

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -961,4 +962,103 @@ TEST_CASE("iterating, scanning or visiting a released snapshot is caught", "[map
   CHECK(violated([&] { (void)s.scan(); }) == "I10");
   CHECK(violated([&] { s.for_each([](auto&&...) {}); }) == "I10");
   CHECK(m.check_invariants());
+}
+
+TEST_CASE("a bulk load holds exactly its entries, in slot order, in a table sized for them",
+          "[map][load]") {
+  using DefaultMap = CowStateMap<std::uint64_t, std::int32_t, std::int64_t>;
+  DefaultMap m;
+  {
+    DefaultMap::Loader loader = m.load(1000);
+    for (std::uint64_t k = 0; k < 1000; ++k) {
+      loader.add(k * 7919, static_cast<std::int32_t>(k % 3), static_cast<std::int64_t>(k) * 3);
+    }
+    CHECK_FALSE(loader.finish().has_value());
+  }
+  REQUIRE(m.size() == 1000);
+  CHECK(m.capacity() == 2048);  // 1000 * 4/3 rounded up to a power of two
+  CHECK_FALSE(m.rehashing());
+  std::string why;
+  CHECK(m.check_invariants(&why));
+  INFO(why);
+  for (std::uint64_t k = 0; k < 1000; ++k) {
+    const std::int64_t* s = m.get(k * 7919, static_cast<std::int32_t>(k % 3));
+    REQUIRE(s != nullptr);
+    CHECK(*s == static_cast<std::int64_t>(k) * 3);
+    CHECK(CowStateMapAccess::find(m, k * 7919, static_cast<std::int32_t>(k % 3)).index == k + 1);
+  }
+  // The loaded map is an ordinary one: writes under a snapshot copy as usual.
+  auto snap = m.snapshot();
+  m.put(0, 0, -1);
+  m.put(1'000'000, 0, 5);
+  CHECK(snap.size() == 1000);
+  CHECK(m.size() == 1001);
+  CHECK(m.check_invariants(&why));
+}
+
+TEST_CASE("a bulk load reports the first entry whose key an earlier one had, and empties the map",
+          "[map][load]") {
+  IntMap m;
+  {
+    IntMap::Loader loader = m.load(5);
+    loader.add(1, 0, 10);
+    loader.add(2, 0, 20);
+    loader.add(3, 0, 30);
+    loader.add(2, 0, 21);
+    loader.add(1, 0, 11);
+    const std::optional<std::size_t> dup = loader.finish();
+    REQUIRE(dup.has_value());
+    CHECK(*dup == 3);
+  }
+  CHECK(m.empty());
+  CHECK(m.get(1, 0) == nullptr);
+  CHECK(m.check_invariants());
+  CHECK(CowStateMapAccess::pool_slots(m) == 5);  // all back on the free list
+  m.put(7, 0, 70);
+  CHECK(*m.get(7, 0) == 70);
+  CHECK(m.check_invariants());
+}
+
+TEST_CASE("a bulk load tells keys of one hash and one bucket apart", "[map][load]") {
+  // IdentityHash: key + namespace. In a table of 16 buckets, (5, 0), (4, 1) and (21, 0) share
+  // bucket 5 and the same eighth of the hash space, (5, 0) and (4, 1) even the hash.
+  IntMap m;
+  {
+    IntMap::Loader loader = m.load(8);
+    loader.add(5, 0, 1);
+    loader.add(4, 1, 2);
+    loader.add(21, 0, 3);
+    CHECK_FALSE(loader.finish().has_value());
+  }
+  REQUIRE(m.capacity() == 16);
+  CHECK(CowStateMapAccess::chain(m, 0, 5).size() == 3);
+  CHECK(*m.get(5, 0) == 1);
+  CHECK(*m.get(4, 1) == 2);
+  CHECK(*m.get(21, 0) == 3);
+  CHECK(m.check_invariants());
+}
+
+TEST_CASE("a bulk load of boxed states frees them on a duplicate and when dropped unfinished",
+          "[map][load]") {
+  StrMap dup;
+  {
+    StrMap::Loader loader = dup.load(3);
+    loader.add(1, 0, std::string(100, 'a'));
+    loader.add(2, 0, std::string(100, 'b'));
+    loader.add(1, 0, std::string(100, 'c'));
+    CHECK(loader.finish() == std::optional<std::size_t>(2));
+  }
+  CHECK(dup.empty());
+  CHECK(dup.check_invariants());
+
+  StrMap dropped;
+  {
+    StrMap::Loader loader = dropped.load(3);
+    loader.add(1, 0, std::string(100, 'a'));
+    loader.add(2, 0, std::string(100, 'b'));
+  }
+  CHECK(dropped.empty());
+  CHECK(dropped.check_invariants());
+  dropped.put(2, 0, "x");
+  CHECK(*dropped.get(2, 0) == "x");
 }

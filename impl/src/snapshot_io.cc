@@ -101,11 +101,4 @@ Status map_snapshot_trailing_error(std::size_t offset, std::size_t extra, std::u
                        " more bytes of entry data (trailing garbage)");
 }
 
-std::uint32_t map_snapshot_presize(std::uint64_t count, const MapOptions& options) noexcept {
-  const std::uint64_t lo = options.min_capacity;
-  const std::uint64_t hi = std::max<std::uint64_t>(options.max_capacity, lo);
-  const std::uint64_t want = count > hi ? hi : count * 4 / 3 + 1;  // no overflow: count <= 2^32
-  return static_cast<std::uint32_t>(std::clamp(want, lo, hi));
-}
-
 }  // namespace cowstate::detail

@@ -228,6 +228,15 @@ class CowStateMap {
   template <class F>
   std::size_t visit_incremental(VisitCursor& cursor, std::size_t max_entries, F&& fn);
 
+  // Bulk loading, for restore. load(count) sizes the table for `count` entries, so that
+  // none of them starts a rehash; the loader's add() puts each entry into the next pool
+  // slot without looking for its key, and finish() links the chains and then finds a
+  // (key, namespace) given twice, comparing hashes kept beside the chains before keys.
+  // A duplicate, or a loader dropped before finish(), leaves the map empty.
+  // REQUIRES: the writer thread; the map never held an entry nor took a snapshot.
+  class Loader;
+  Loader load(std::size_t count);
+
   // Starts a snapshot: bumps the map version, copies the bucket heads and lists the pool
   // slots that hold none of its entries (free or retired now).
   // REQUIRES: the writer thread; fewer than 2^32 - 2 snapshots over the map's life (I1).
@@ -424,6 +433,9 @@ class CowStateMap {
   // its state in memory in case it inserts.
   using NewState = std::conditional_t<kInline, S, S&&>;
   void insert_new(Table* table, std::uint32_t hash, const K& key, const N& ns, NewState state);
+  // Constructs a new entry in a fresh slot, in front of `next`; returns its slot.
+  std::uint32_t emplace_entry(std::uint32_t hash, const K& key, const N& ns, NewState state,
+                              std::uint32_t next);
   // The state of slot idx (in chain b of t), made writable as get_mutable hands it out.
   S& writable_state(Table& t, std::uint32_t b, std::uint32_t idx, std::uint32_t h);
   // Returns the writable entry for (key, ns) found at `idx` in `table`. Always inline: its
@@ -957,22 +969,28 @@ void CowStateMap<K, N, S, H>::insert_new(Table* table, std::uint32_t hash, const
   }
   COWSTATE_YIELD("map.insert_new");
   const std::uint32_t b = bucket_of(*table, hash);
-  const std::uint32_t idx = pool_.allocate();
-  COWSTATE_ASSERT(idx != 0, "I12", "the pool handed out slot 0, the null index");
-  if constexpr (kInline) {
-    new (&at(idx))
-        Entry{key, std::move(state), ns, (*table)[b], StoredHash(hash), map_version_, {}};
-  } else {
-    S* boxed = new_state(std::move(state));
-    new (&at(idx)) Entry{key, boxed, ns, (*table)[b], StoredHash(hash), map_version_, map_version_};
-  }
-  (*table)[b] = idx;
+  (*table)[b] = emplace_entry(hash, key, ns, std::move(state), (*table)[b]);
   if (table == &primary_) {
     ++primary_size_;
   } else {
     COWSTATE_ASSERT(rehashing(), "I6", "an insert into the rehash table with no rehash in flight");
     ++rehash_size_;
   }
+}
+
+template <class K, class N, class S, class H>
+inline std::uint32_t CowStateMap<K, N, S, H>::emplace_entry(std::uint32_t hash, const K& key,
+                                                            const N& ns, NewState state,
+                                                            std::uint32_t next) {
+  const std::uint32_t idx = pool_.allocate();
+  COWSTATE_ASSERT(idx != 0, "I12", "the pool handed out slot 0, the null index");
+  if constexpr (kInline) {
+    new (&at(idx)) Entry{key, std::move(state), ns, next, StoredHash(hash), map_version_, {}};
+  } else {
+    S* boxed = new_state(std::move(state));
+    new (&at(idx)) Entry{key, boxed, ns, next, StoredHash(hash), map_version_, map_version_};
+  }
+  return idx;
 }
 
 template <class K, class N, class S, class H>
@@ -1339,6 +1357,7 @@ bool CowStateMap<K, N, S, H>::check_invariants(std::string* why) const {
 
 }  // namespace cowstate
 
-// The snapshot side (CowStateMapSnapshot, its cursor and its slot-order scan) is a header of
-// its own; it needs the class above, so it comes last.
+// The bulk loader and the snapshot side (CowStateMapSnapshot, its cursor and its slot-order
+// scan) are headers of their own; they need the class above, so they come last.
+#include "cowstate/cow_state_map_loader.h"
 #include "cowstate/cow_state_map_snapshot.h"

@@ -16,6 +16,7 @@
 // the caller knows to be constructed and not concurrently destroyed.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -118,16 +119,22 @@ class EntryPool {
 
  private:
   // A slot never used before, in a new chunk when the last one is full.
-  [[gnu::noinline]] std::uint32_t allocate_new() {
+  std::uint32_t allocate_new() {
+    if (next_ < end_) [[likely]]
+      return next_++;
+    return allocate_in_new_chunk();
+  }
+  [[gnu::noinline]] std::uint32_t allocate_in_new_chunk() {
     COWSTATE_ASSERT(next_ < kMaxIndex, "I12", "entry pool exhausted (2^32 slots)");
     const std::uint32_t i = next_++;
     const std::uint32_t j = i + (1u << kFirstChunkLog2) - 1;
     const unsigned k = static_cast<unsigned>(std::bit_width(j)) - kFirstChunkLog2 - 1;
-    if (chunks_[k] == nullptr) {
-      const std::size_t slots = std::size_t{1} << (kFirstChunkLog2 + k);
-      chunks_[k] = detail::allocate_chunk<T>(slots);  // on a cache line
-      base_[k] = reinterpret_cast<std::uintptr_t>(chunks_[k]) - slots * sizeof(T);
-    }
+    const std::size_t slots = std::size_t{1} << (kFirstChunkLog2 + k);
+    chunks_[k] = detail::allocate_chunk<T>(slots);  // on a cache line
+    base_[k] = reinterpret_cast<std::uintptr_t>(chunks_[k]) - slots * sizeof(T);
+    // Chunk k + 1 starts at slot 64 * (2^(k+1) - 1) + 1.
+    end_ = static_cast<std::uint32_t>(std::min<std::uint64_t>(
+        (std::uint64_t{1} << (kFirstChunkLog2 + k + 1)) - (1u << kFirstChunkLog2) + 1, kMaxIndex));
     return i;
   }
 
@@ -135,6 +142,7 @@ class EntryPool {
   T* chunks_[kMaxChunks] = {};
   std::uintptr_t base_[kMaxChunks] = {};  // chunks_[k] minus (64 << k) slots, as an integer
   std::uint32_t next_ = 1;
+  std::uint32_t end_ = 1;  // the first slot past the newest chunk
   std::vector<std::uint32_t> free_;
 };
 

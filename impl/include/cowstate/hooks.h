@@ -58,7 +58,8 @@ namespace cowstate::mutants {
   X(ttl_full_snapshot_at_start)       \
   X(ttl_read_no_refresh)              \
   X(ttl_empty_list_kept)              \
-  X(transform_in_place_shared)
+  X(transform_in_place_shared)        \
+  X(load_drops_chain_tail)
 
 enum class Mutant : std::uint8_t {
   none = 0,

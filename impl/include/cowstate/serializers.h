@@ -111,6 +111,57 @@ constexpr std::size_t serializer_min_size() noexcept {
 }
 
 namespace detail {
+// Bytes per value when a serializer's size never varies (0 for VoidNamespace), else
+// SIZE_MAX.
+template <class S>
+constexpr std::size_t fixed_width() noexcept {
+  if constexpr (S::fixed_size > 0) {
+    return S::fixed_size;
+  } else if constexpr (serializer_min_size<S>() == 0) {
+    return 0;  // a serializer that writes nothing (VoidNamespaceSerializer)
+  } else {
+    return std::numeric_limits<std::size_t>::max();
+  }
+}
+}  // namespace detail
+
+// Reads one record, key then namespace then state, as restore does. Where the key's and the
+// namespace's serializers load directly at fixed widths, that part (and the state, where it
+// qualifies too) comes after one bounds check; otherwise, and when the bytes are short, field
+// by field, so that an error names the field that is missing.
+template <class KS, class NS, class SS, class K, class N, class S>
+Status read_record(ByteReader& r, K& key, N& ns, S& state) {
+  constexpr std::size_t kVaries = std::numeric_limits<std::size_t>::max();
+  constexpr std::size_t kKeyWidth = detail::fixed_width<KS>();
+  constexpr std::size_t kNsWidth = detail::fixed_width<NS>();
+  constexpr std::size_t kStateWidth = detail::fixed_width<SS>();
+  constexpr bool kPrefix =
+      kKeyWidth != kVaries && kNsWidth != kVaries && DirectLoader<KS, K> && DirectLoader<NS, N>;
+  constexpr bool kWithState = kPrefix && kStateWidth != kVaries && DirectLoader<SS, S>;
+  const std::byte* p = nullptr;
+  if constexpr (kPrefix) {
+    p = r.take(kKeyWidth + kNsWidth + (kWithState ? kStateWidth : 0));
+    if (p != nullptr) {
+      p = KS::load(p, key);
+      p = NS::load(p, ns);
+      if constexpr (kWithState) SS::load(p, state);
+    }
+  }
+  if (p == nullptr) {
+    r.set_field("key");
+    if (Status st = KS::read(r, key); !st.ok()) return st;
+    r.set_field("namespace");
+    if (Status st = NS::read(r, ns); !st.ok()) return st;
+  }
+  if (p == nullptr || !kWithState) {
+    r.set_field("state");
+    if (Status st = SS::read(r, state); !st.ok()) return st;
+  }
+  r.set_field(nullptr);
+  return Status();
+}
+
+namespace detail {
 inline constexpr char kInt64Name[] = "int64";
 inline constexpr char kUInt64Name[] = "uint64";
 inline constexpr char kInt32Name[] = "int32";

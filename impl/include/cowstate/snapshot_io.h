@@ -87,9 +87,6 @@ Status check_map_snapshot_frame(std::span<const std::byte> bytes, MapSnapshotIds
 Status map_snapshot_entry_error(const Status& inner, std::uint64_t i, std::uint64_t n);
 Status map_snapshot_duplicate_error(std::size_t entry_offset, std::uint64_t i, std::uint64_t n);
 Status map_snapshot_trailing_error(std::size_t offset, std::size_t extra, std::uint64_t n);
-
-// Initial capacity for `count` entries: count * 4/3 + 1, clamped to the options' limits.
-std::uint32_t map_snapshot_presize(std::uint64_t count, const MapOptions& options) noexcept;
 }  // namespace detail
 
 template <class Map, class KS, class NS, class SS>
@@ -320,37 +317,36 @@ requires Serializer<KS, typename Map::key_type> && Serializer<NS, typename Map::
   COWSTATE_ASSERT(bytes.size() >= kMapSnapshotHeaderSize + kMapSnapshotTrailerSize, "REQUIRES",
                   "frame check passed a file without header and trailer");
 
-  options.initial_capacity = detail::map_snapshot_presize(count, options);
   auto map = std::make_unique<Map>(options);
   ByteReader r(bytes);
-  r.seek(kMapSnapshotHeaderSize);
   r.set_limit(bytes.size() - kMapSnapshotTrailerSize);
   K key{};
   N ns{};
-  for (std::uint64_t i = 0; i < count; ++i) {
-    const std::size_t entry_offset = r.offset();
-    S state{};
-    r.set_field("key");
-    if (Status st = KS::read(r, key); !st.ok()) {
-      return detail::map_snapshot_entry_error(st, i, count);
+  S state{};
+  const auto read_entry = [&r, &key, &ns, &state]() -> Status {
+    state = S{};
+    return read_record<KS, NS, SS>(r, key, ns, state);
+  };
+  {
+    // Without a least entry size the frame check cannot bound the count by the bytes; the
+    // bytes still bound how many entries can follow, unless they are empty ones.
+    typename Map::Loader loader =
+        map->load(kMinEntrySize > 0 ? count : std::min<std::uint64_t>(count, bytes.size()));
+    r.seek(kMapSnapshotHeaderSize);
+    for (std::uint64_t i = 0; i < count; ++i) {
+      if (Status st = read_entry(); !st.ok()) return detail::map_snapshot_entry_error(st, i, count);
+      if (COWSTATE_MUTANT(reader_drops_last_entry) && i + 1 == count) continue;
+      loader.add(key, ns, std::move(state));
     }
-    r.set_field("namespace");
-    if (Status st = NS::read(r, ns); !st.ok()) {
-      return detail::map_snapshot_entry_error(st, i, count);
+    if (!r.at_end()) {
+      return detail::map_snapshot_trailing_error(r.offset(), r.remaining(), count);
     }
-    r.set_field("state");
-    if (Status st = SS::read(r, state); !st.ok()) {
-      return detail::map_snapshot_entry_error(st, i, count);
+    if (const std::optional<std::size_t> dup = loader.finish()) {
+      // Read again up to the duplicate, for its offset: every entry before it read well.
+      r.seek(kMapSnapshotHeaderSize);
+      for (std::size_t i = 0; i < *dup; ++i) (void)read_entry();
+      return detail::map_snapshot_duplicate_error(r.offset(), *dup, count);
     }
-    if (COWSTATE_MUTANT(reader_drops_last_entry) && i + 1 == count) continue;
-    const std::size_t before = map->size();
-    map->put(key, ns, std::move(state));
-    if (map->size() == before) {
-      return detail::map_snapshot_duplicate_error(entry_offset, i, count);
-    }
-  }
-  if (!r.at_end()) {
-    return detail::map_snapshot_trailing_error(r.offset(), r.remaining(), count);
   }
   COWSTATE_ASSERT(map->size() == count || COWSTATE_MUTANT(reader_drops_last_entry), "S3",
                   "restored map size differs from the entry count");

@@ -131,18 +131,6 @@ struct ElementSerializerIds<MapSerializer<UKS, UVS>> {
   static constexpr std::uint16_t value = UVS::id;
 };
 
-// Bytes per value when a serializer's size never varies (0 for VoidNamespace), else
-// SIZE_MAX.
-template <class S>
-constexpr std::size_t fixed_width() noexcept {
-  if constexpr (S::fixed_size > 0) {
-    return S::fixed_size;
-  } else if constexpr (serializer_min_size<S>() == 0) {
-    return 0;  // a serializer that writes nothing (VoidNamespaceSerializer)
-  } else {
-    return std::numeric_limits<std::size_t>::max();
-  }
-}
 }  // namespace detail
 
 // One state's frozen entries in one key group, written in bounded steps. Owns the map
@@ -275,10 +263,6 @@ class StateTable final : public StateTableBase {
   // Key and namespace store directly, the state knows its size (SizedDirectSerializer).
   static constexpr bool kSizedDirect = !kDirect && kFixedPrefix && DirectSerializer<KS, K> &&
                                        DirectSerializer<NS, N> && SizedDirectSerializer<SS, S>;
-  // Restore loads key and namespace (and the state, kLoadState) of each record after one
-  // bounds check (DirectLoader).
-  static constexpr bool kLoadPrefix = kFixedPrefix && DirectLoader<KS, K> && DirectLoader<NS, N>;
-  static constexpr bool kLoadState = kLoadPrefix && kFixed && DirectLoader<SS, S>;
   class Snapshot;
 
   // Whether snapshots of this table leave out expired entries and elements.
@@ -431,38 +415,14 @@ Status StateTable<KS, NS, SS, KH>::read_entries(ByteReader& r, std::int32_t key_
                                       std::to_string(r.remaining()) +
                                       " bytes left, found a count of " + std::to_string(count));
   }
-  MapOptions options = options_;
-  const std::uint64_t want = count * 4 / 3 + 1;  // count <= input size, no overflow
-  // The map takes max(min, max) as its maximum (cow_state_map.h); so does the clamp, whose
-  // bounds must be ordered.
-  const std::uint32_t max_capacity = std::max(options.min_capacity, options.max_capacity);
-  options.initial_capacity = static_cast<std::uint32_t>(
-      std::clamp<std::uint64_t>(want, options.min_capacity, max_capacity));
-  auto fresh = std::make_unique<Map>(options);
+  auto fresh = std::make_unique<Map>(options_);
   K key{};
   N ns{};
-  for (std::uint64_t e = 0; e < count; ++e) {
+  S state{};
+  const auto read_entry = [&]() -> Status {
     const std::size_t at = r.offset();
-    S state{};
-    // Fixed-width parts are loaded from one bounds check (ByteReader::take); when the
-    // bytes are short, the field-by-field reads below say which part is missing.
-    const std::byte* p = nullptr;
-    if constexpr (kLoadPrefix) p = r.take(kKeyWidth + kNsWidth + (kLoadState ? kStateWidth : 0));
-    if (p != nullptr) {
-      p = KS::load(p, key);
-      p = NS::load(p, ns);
-      if constexpr (kLoadState) SS::load(p, state);
-    } else {
-      r.set_field("key");
-      if (Status st = KS::read(r, key); !st.ok()) return st;
-      r.set_field("namespace");
-      if (Status st = NS::read(r, ns); !st.ok()) return st;
-    }
-    if (p == nullptr || !kLoadState) {
-      r.set_field("state");
-      if (Status st = SS::read(r, state); !st.ok()) return st;
-    }
-    r.set_field(nullptr);
+    state = S{};
+    if (Status st = read_record<KS, NS, SS>(r, key, ns, state); !st.ok()) return st;
     const std::int32_t g = key_group_for_hash(KH{}(key), max_parallelism());
     if (g != key_group) {
       return r.error_at(at, "expected a key of key group " + std::to_string(key_group) +
@@ -470,12 +430,24 @@ Status StateTable<KS, NS, SS, KH>::read_entries(ByteReader& r, std::int32_t key_
                                 std::to_string(g) +
                                 ": written with another key hash or max parallelism, or corrupt");
     }
-    const std::size_t before = fresh->size();
-    fresh->put(key, ns, std::move(state));
-    if (fresh->size() == before) {
-      return r.error_at(at, "expected a (key, namespace) not seen before in state \"" +
-                                meta().name + "\", found a duplicate");
-    }
+    return Status();
+  };
+  const std::size_t begin = r.offset();
+  typename Map::Loader loader =
+      fresh->load(kMinEntry > 0 ? count : std::min<std::uint64_t>(count, r.remaining()));
+  for (std::uint64_t e = 0; e < count; ++e) {
+    if (Status st = read_entry(); !st.ok()) return st;
+    loader.add(key, ns, std::move(state));
+  }
+  if (const std::optional<std::size_t> dup = loader.finish()) {
+    // Read again up to the duplicate, for its offset: every entry before it read well.
+    const std::size_t end = r.offset();
+    r.seek(begin);
+    for (std::size_t e = 0; e < *dup; ++e) (void)read_entry();
+    const std::size_t at = r.offset();
+    r.seek(end);
+    return r.error_at(at, "expected a (key, namespace) not seen before in state \"" + meta().name +
+                              "\", found a duplicate");
   }
   COWSTATE_ASSERT(fresh->size() == count, "B2", "decoded map size differs from the count");
   maps_[i] = std::move(fresh);

@@ -63,6 +63,8 @@ inline constexpr PlantedBug kPlantedBugs[] = {
      "TTL cleanup keeps an entry whose list or map has no live element left"},
     {mutants::Mutant::transform_in_place_shared, "map", false,
      "an in-place transform changes a state a live snapshot shares"},
+    {mutants::Mutant::load_drops_chain_tail, "map", false,
+     "a bulk load links each entry as the whole chain of its bucket"},
 };
 constexpr bool in_enum_order() noexcept {
   for (std::size_t i = 0; i < std::size(kPlantedBugs); ++i) {
