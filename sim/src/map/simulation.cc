@@ -21,6 +21,7 @@
 #include "cowstate/serializers.h"
 #include "cowstate/sim/fiber.h"
 #include "cowstate/sim/map_options.h"
+#include "cowstate/sim/map_steps.h"
 #include "cowstate/sim/random.h"
 #include "cowstate/sim/run.h"
 #include "cowstate/snapshot_io.h"
@@ -67,8 +68,6 @@ std::vector<std::unique_ptr<M>>& graveyard() {
   return maps;
 }
 std::string text(const State& s) { return model::to_text(s); }
-std::string text(const std::optional<State>& s) { return s ? text(*s) : "absent"; }
-std::string text(const State* s) { return s ? text(*s) : "absent"; }
 
 struct SnapshotRecord {
   std::uint32_t number = 0;  // s1, s2, ... in start order
@@ -205,7 +204,7 @@ class Simulation final : public detail::SimCore {
   }
   Action generate(Prng& rng);
   void execute(const Action& a);
-  void mutate_in_place(const Action& a, const std::string& where);
+  std::optional<std::string> keyed_step(const Action& a);
   void visit(const Action& a);
   void start_snapshot(const std::string& name);
   void release(SnapshotRecord& rec, const std::string& by);
@@ -213,7 +212,7 @@ class Simulation final : public detail::SimCore {
 
   // --- checks ---
   void check_minimal(const Access::EntryInfo& before, std::uint32_t h, Key k, Ns n,
-                     bool state_in_place, const char* what);
+                     const char* what);
   void after_step_checks() override;
   void deep_checks();
   void check_expectation(const Expectation& e) override;
@@ -304,7 +303,7 @@ void Simulation::writer_body() {
 }
 
 void Simulation::check_minimal(const Access::EntryInfo& before, std::uint32_t h, Key k, Ns n,
-                               bool state_in_place, const char* what) {
+                               const char* what) {
   if (before.index == 0) return;
   const Access::EntryInfo after = Access::find(*map_, k, n);
   if (before.entry_version >= h) {
@@ -313,7 +312,7 @@ void Simulation::check_minimal(const Access::EntryInfo& before, std::uint32_t h,
                ") with entry_version " + std::to_string(before.entry_version) + " >= H " +
                std::to_string(h) + " that no live snapshot can see");
   }
-  if (state_in_place && before.state_version >= h && before.entry_version >= h) {
+  if (before.state_version >= h && before.entry_version >= h) {
     expect(after.state == before.state, "minimal",
            std::string(what) + " copied the state of (" + std::to_string(k) + "," +
                std::to_string(n) + ") with state_version " + std::to_string(before.state_version) +
@@ -321,113 +320,83 @@ void Simulation::check_minimal(const Access::EntryInfo& before, std::uint32_t h,
   }
 }
 
-// Long because it is one case per writer action, each the production call, the model call
-// and the comparison of the two; the cases share the before/after bookkeeping around them.
+// `get_mutable ... then M` on a state it was handed (the map's or the model's).
+void mutate(State& s, Mutation m, std::int64_t x) {
+  if (m == Mutation::append || s.empty()) {
+    s.push_back(x);
+  } else if (m == Mutation::overwrite) {
+    s[static_cast<std::size_t>(x < 0 ? -x : x) % s.size()] = -x;
+  } else {
+    s.pop_back();
+  }
+}
+
+// The keyed writer action as the trace writes it: "put (1,0) [10]".
+std::string step_text(const Action& a, const std::string& where) {
+  std::string out = std::string(action_name(a.kind)) + " " + where;
+  switch (a.kind) {
+    case ActionKind::put:
+    case ActionKind::put_and_get_old:
+      return out + " " + text(State(a.value));
+    case ActionKind::get_mutable:
+      return out + " mutate " + std::to_string(static_cast<int>(a.mutation)) + " " +
+             std::to_string(a.x);
+    case ActionKind::transform:
+      return out + " append " + std::to_string(a.x);
+    default:
+      return out;
+  }
+}
+
 void Simulation::execute(const Action& a) {
+  if (a.kind == ActionKind::snapshot) return start_snapshot(a.snapshot);
+  if (a.kind == ActionKind::visit) return visit(a);
   const Key k = a.entry.first;
   const Ns n = a.entry.second;
   const std::string where = "(" + std::to_string(k) + "," + std::to_string(n) + ")";
   const std::uint32_t h = map_->highest_required_version();
   const Access::EntryInfo before = Access::find(*map_, k, n);
-  switch (a.kind) {
-    case ActionKind::put: {
-      State v = a.value;
-      trace("writer put " + where + " " + text(v));
-      model_->put(k, n, v);
-      map_->put(k, n, std::move(v));
-      check_minimal(before, h, k, n, true, "put");
-      break;
-    }
-    case ActionKind::put_and_get_old: {
-      State v = a.value;
-      trace("writer put_and_get_old " + where + " " + text(v));
-      auto expected = model_->put_and_get_old(k, n, v);
-      auto got = map_->put_and_get_old(k, n, std::move(v));
-      expect(got == expected, "result",
-             "put_and_get_old " + where + " returned " + text(got) + ", model " + text(expected));
-      check_minimal(before, h, k, n, true, "put_and_get_old");
-      break;
-    }
-    case ActionKind::remove: {
-      trace("writer remove " + where);
-      const bool expected = model_->remove(k, n);
-      const bool got = map_->remove(k, n);
-      expect(got == expected, "result", "remove " + where + " returned " + std::to_string(got));
-      break;
-    }
-    case ActionKind::remove_and_get_old: {
-      trace("writer remove_and_get_old " + where);
-      auto expected = model_->remove_and_get_old(k, n);
-      auto got = map_->remove_and_get_old(k, n);
-      expect(
-          got == expected, "result",
-          "remove_and_get_old " + where + " returned " + text(got) + ", model " + text(expected));
-      break;
-    }
-    case ActionKind::get: {
-      trace("writer get " + where);
-      const State* got = map_->get(k, n);
-      const State* expected = model_->get(k, n);
-      expect((got == nullptr) == (expected == nullptr) && (got == nullptr || *got == *expected),
-             "result", "get " + where + " returned " + text(got) + ", model " + text(expected));
-      check_minimal(before, h, k, n, true, "get");
-      break;
-    }
-    case ActionKind::contains: {
-      trace("writer contains " + where);
-      expect(map_->contains(k, n) == model_->contains(k, n), "result", "contains " + where);
-      break;
-    }
-    case ActionKind::get_mutable:
-      mutate_in_place(a, where);
-      check_minimal(before, h, k, n, true, "get_mutable");
-      break;
-    case ActionKind::transform: {
-      const std::int64_t x = a.x;
-      trace("writer transform " + where + " append " + std::to_string(x));
-      auto fn = [](const State* old, std::int64_t value) {
-        State s = old ? *old : State{};
-        s.push_back(value);
-        return s;
-      };
-      model_->transform(k, n, x, fn);
-      // The map gets the in-place form: the same append, on the state it may share.
-      map_->transform(k, n, x, [](State& s, const std::int64_t& value) { s.push_back(value); });
-      check_minimal(before, h, k, n, true, "transform");
-      break;
-    }
-    case ActionKind::snapshot:
-      start_snapshot(a.snapshot);
-      break;
-    case ActionKind::visit:
-      visit(a);
-      break;
-    default:
-      COWSTATE_ASSERT(false, "T2", "a writer ran a non-writer action");
+  trace("writer " + step_text(a, where));
+  const std::optional<std::string> bad = keyed_step(a);
+  expect(!bad, "result", bad.value_or(""));
+  if (a.kind != ActionKind::remove && a.kind != ActionKind::remove_and_get_old) {
+    check_minimal(before, h, k, n, action_name(a.kind));
   }
 }
 
-// `get_mutable ... then M`: the hand-out of the map and of the model must agree; the same
-// mutation is applied to both.
-void Simulation::mutate_in_place(const Action& a, const std::string& where) {
+// One keyed writer action through the shared step functions (map_steps.h): the model's
+// call, the map's, and what differed between their results.
+std::optional<std::string> Simulation::keyed_step(const Action& a) {
+  MapSteps<Map, Model> steps(*map_, *model_);
   const Key k = a.entry.first;
   const Ns n = a.entry.second;
-  const std::int64_t x = a.x;
-  trace("writer get_mutable " + where + " mutate " + std::to_string(static_cast<int>(a.mutation)) +
-        " " + std::to_string(x));
-  State* got = map_->get_mutable(k, n);
-  State* expected = model_->get_mutable(k, n);
-  expect((got == nullptr) == (expected == nullptr) && (got == nullptr || *got == *expected),
-         "result", "get_mutable " + where + " returned " + text(got) + ", model " + text(expected));
-  if (got == nullptr) return;
-  for (State* s : {got, expected}) {
-    if (a.mutation == Mutation::append || s->empty()) {
-      s->push_back(x);
-    } else if (a.mutation == Mutation::overwrite) {
-      (*s)[static_cast<std::size_t>(x < 0 ? -x : x) % s->size()] = -x;
-    } else {
-      s->pop_back();
-    }
+  switch (a.kind) {
+    case ActionKind::put:
+      return steps.put(k, n, a.value);
+    case ActionKind::put_and_get_old:
+      return steps.put_and_get_old(k, n, a.value);
+    case ActionKind::remove:
+      return steps.remove(k, n);
+    case ActionKind::remove_and_get_old:
+      return steps.remove_and_get_old(k, n);
+    case ActionKind::get:
+      return steps.get(k, n);
+    case ActionKind::contains:
+      return steps.contains(k, n);
+    case ActionKind::get_mutable:
+      return steps.get_mutable(k, n, [&a](State& s) { mutate(s, a.mutation, a.x); });
+    case ActionKind::transform:
+      // The map gets the in-place form: the same append, on the state it may share.
+      return steps.transform(
+          k, n, a.x, [](State& s, const std::int64_t& x) { s.push_back(x); },
+          [](const State* old, const std::int64_t& x) {
+            State s = old != nullptr ? *old : State{};
+            s.push_back(x);
+            return s;
+          });
+    default:
+      COWSTATE_ASSERT(false, "T2", "a writer ran a non-writer action");
+      return std::nullopt;
   }
 }
 

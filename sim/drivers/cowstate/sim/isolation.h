@@ -81,6 +81,7 @@
 #include "cowstate/model/versioned_map.h"
 #include "cowstate/serializers.h"
 #include "cowstate/sim/map_ops.h"
+#include "cowstate/sim/map_steps.h"
 #include "cowstate/sim/random.h"
 
 namespace cowstate::sim {
@@ -506,80 +507,69 @@ class IsolationLane {
  private:
   static constexpr std::size_t kReleasedKept = 2;
 
-  // Long because it is one case per OpKind, each the map call, the model call and the
-  // comparison; splitting it would spread one operation's step over several functions.
+  // The keyed kinds through the shared step functions (map_steps.h), counting what they
+  // add to or take from the model; snapshots and the visitor here.
   std::optional<std::string> apply_op(const Op& op, IsolationCounters& counters) {
+    if (!names_key(op.kind)) return snapshot_step(op, counters);
+    const bool existed = model_.contains(op.key, op.ns);
+    std::optional<std::string> bad = keyed_step(op);
+    const bool exists = model_.contains(op.key, op.ns);
+    if (exists != existed) size_ = exists ? size_ + 1 : size_ - 1;
+    return bad;
+  }
+
+  std::optional<std::string> keyed_step(const Op& op) {
+    MapSteps<Map, Model> steps(map_, model_);
     const std::uint64_t k = op.key;
     const std::int32_t ns = op.ns;
+    const std::uint32_t length_max = options_.state_length_max;
     switch (op.kind) {
-      case OpKind::put: {
-        const bool existed = model_.contains(k, ns);
-        const S state = Traits::make(op.value, op.length);
-        map_.put(k, ns, state);
-        model_.put(k, ns, state);
-        if (!existed) ++size_;
-        return std::nullopt;
-      }
-      case OpKind::put_and_get_old: {
-        const S state = Traits::make(op.value, op.length);
-        const std::optional<S> got = map_.put_and_get_old(k, ns, state);
-        const std::optional<S> want = model_.put_and_get_old(k, ns, state);
-        if (!want) ++size_;
-        return compare("put_and_get_old returned", got, want);
-      }
-      case OpKind::remove: {
-        const bool got = map_.remove(k, ns);
-        const bool want = model_.remove(k, ns);
-        if (want) --size_;
-        return compare("remove returned", got, want);
-      }
-      case OpKind::remove_and_get_old: {
-        const std::optional<S> got = map_.remove_and_get_old(k, ns);
-        const std::optional<S> want = model_.remove_and_get_old(k, ns);
-        if (want) --size_;
-        return compare("remove_and_get_old returned", got, want);
-      }
-      case OpKind::get: {
-        const S* got = map_.get(k, ns);
-        return compare("get returned", optional_of(got), optional_of(model_.get(k, ns)));
-      }
+      case OpKind::put:
+        return steps.put(k, ns, Traits::make(op.value, op.length));
+      case OpKind::put_and_get_old:
+        return steps.put_and_get_old(k, ns, Traits::make(op.value, op.length));
+      case OpKind::remove:
+        return steps.remove(k, ns);
+      case OpKind::remove_and_get_old:
+        return steps.remove_and_get_old(k, ns);
+      case OpKind::get:
+        return steps.get(k, ns);
       case OpKind::contains:
-        return compare("contains returned", map_.contains(k, ns), model_.contains(k, ns));
-      case OpKind::get_mutable: {
-        S* got = map_.get_mutable(k, ns);
-        S* want = model_.get_mutable(k, ns);
-        if (auto bad = compare("get_mutable returned", optional_of(got), optional_of(want))) {
-          return bad;
-        }
-        if (got != nullptr) Traits::mutate(*got, op.choice, op.value, options_.state_length_max);
-        if (want != nullptr) Traits::mutate(*want, op.choice, op.value, options_.state_length_max);
-        return std::nullopt;
-      }
+        return steps.contains(k, ns);
+      case OpKind::get_mutable:
+        return steps.get_mutable(
+            k, ns, [&op, length_max](S& s) { Traits::mutate(s, op.choice, op.value, length_max); });
       case OpKind::transform: {
-        const bool existed = model_.contains(k, ns);
-        const std::uint32_t length_max = options_.state_length_max;
         auto fn = [length_max](const S* old, const std::int64_t& v) {
           return Traits::transform(old, v, length_max);
         };
-        map_.transform(k, ns, op.value, fn);
-        model_.transform(k, ns, op.value, fn);
-        if (!existed) ++size_;
-        return std::nullopt;
+        return steps.transform(k, ns, op.value, fn, fn);
       }
       case OpKind::snapshot_start:
+      case OpKind::snapshot_release:
+      case OpKind::visit:
+        break;
+    }
+    return std::nullopt;
+  }
+
+  // The kinds that name no key: a snapshot start or release, or one visitor call.
+  std::optional<std::string> snapshot_step(const Op& op, IsolationCounters& counters) {
+    switch (op.kind) {
+      case OpKind::snapshot_start:
         return start_snapshot(counters);
-      case OpKind::snapshot_release: {
+      case OpKind::snapshot_release:
         if (live_.empty()) return std::nullopt;
         if ((op.length & 2u) != 0 && !released_.empty()) {
           // Releasing an already released handle again changes nothing.
           released_[op.choice % released_.size()].release();
         }
         return release_at(op.choice % live_.size(), (op.length & 1u) != 0, counters);
-      }
       case OpKind::visit:
         return visit(op);
+      default:
+        return std::nullopt;
     }
-    return std::string("unknown op kind");
   }
 
   std::optional<std::string> start_snapshot(IsolationCounters& counters) {
@@ -648,8 +638,7 @@ class IsolationLane {
 
   std::optional<std::string> check_after(const Op& op, bool check_images, bool deep_check,
                                          IsolationCounters& counters) {
-    if (op.kind != OpKind::snapshot_start && op.kind != OpKind::snapshot_release &&
-        op.kind != OpKind::visit) {
+    if (names_key(op.kind)) {
       // The touched key, read without an operation (no rehash step, no reclaim).
       const CowStateMapAccess::EntryInfo e = CowStateMapAccess::find(map_, op.key, op.ns);
       const S* got = e.index == 0 ? nullptr : static_cast<const S*>(e.state);

@@ -2,7 +2,8 @@
 // isolation run and the real-thread stress test (isolation.h), the RapidCheck property
 // (tests/map_property_test.cc) and the map simulator's writer (sim/src/map/), whose
 // scenario actions are these kinds by name. A driver draws a kind with kind_at() from its
-// OpWeights; what data goes with it (keys, states, budgets) is the driver's own.
+// OpWeights and applies a keyed kind with the step functions of map_steps.h; what data goes
+// with it (keys, states, budgets) is the driver's own.
 #pragma once
 
 #include <array>
@@ -67,6 +68,12 @@ inline const char* to_text(OpKind kind) noexcept {
       return "visit";
   }
   return "?";
+}
+
+// Whether a kind acts on one (key, namespace): all but the snapshot kinds and visit.
+constexpr bool names_key(OpKind kind) noexcept {
+  return kind != OpKind::snapshot_start && kind != OpKind::snapshot_release &&
+         kind != OpKind::visit;
 }
 
 // Relative weights of the operations a step draws; 0 switches one off (swarm testing).
