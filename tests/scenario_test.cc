@@ -74,7 +74,7 @@ TEST_CASE("the issue's example parses into steps and expectations in file order"
   REQUIRE(s.items.size() == 8);
   const auto& first = std::get<StepLine>(s.items[0]);
   CHECK(first.task == "writer");
-  CHECK(first.action.kind == ActionKind::put);
+  CHECK(first.action.is(OpKind::put));
   CHECK(first.action.entry == EntryKey{1, 0});
   CHECK(first.action.value == StateValue{10});
   CHECK(first.line == 3);
@@ -214,28 +214,29 @@ rc::Gen<Scenario> gen_scenario() {
         l.action.snapshot = *rc::gen::elementOf(snapshots);
       } else {
         l.task = "writer";
-        l.action.kind = static_cast<ActionKind>(*rc::gen::inRange(0, 10));
         Action& a = l.action;
-        switch (a.kind) {
-          case ActionKind::put:
-          case ActionKind::put_and_get_old:
+        a.kind = ActionKind::map_op;
+        a.map_op = *rc::gen::elementOf(kWriterOps);
+        switch (a.map_op) {
+          case OpKind::put:
+          case OpKind::put_and_get_old:
             a.entry = key();
             a.value = value();
             break;
-          case ActionKind::get_mutable:
+          case OpKind::get_mutable:
             a.entry = key();
             a.mutation = *rc::gen::element(Mutation::append, Mutation::overwrite, Mutation::pop);
             a.x = *rc::gen::arbitrary<std::int64_t>();
             break;
-          case ActionKind::transform:
+          case OpKind::transform:
             a.entry = key();
             a.x = *rc::gen::arbitrary<std::int64_t>();
             break;
-          case ActionKind::snapshot:
+          case OpKind::snapshot_start:
             a.snapshot = "s" + std::to_string(snapshots.size() + 1);
             snapshots.push_back(a.snapshot);
             break;
-          case ActionKind::visit:
+          case OpKind::visit:
             a.budget = *rc::gen::arbitrary<std::uint32_t>();
             a.extras.set().salt = *rc::gen::arbitrary<std::uint64_t>();
             break;
@@ -244,7 +245,7 @@ rc::Gen<Scenario> gen_scenario() {
         }
       }
       const bool can_pause =
-          l.action.kind != ActionKind::snapshot && l.action.kind != ActionKind::cancel &&
+          !l.action.is(OpKind::snapshot_start) && l.action.kind != ActionKind::cancel &&
           l.action.kind != ActionKind::keep && l.action.kind != ActionKind::release;
       if (s.config.fixed_schedule && can_pause && *rc::gen::inRange(0, 4) == 0) {
         l.pause = *rc::gen::elementOf(yield_points());

@@ -107,7 +107,7 @@ TEST_CASE("the simulator writer draws from the one list of map operations", "[si
   // the scenario action it becomes, and weighted by the same table the isolation driver uses.
   for (const OpKind op : kWriterOps) {
     CAPTURE(to_text(op));
-    const std::string name = action_name(action_of(op));
+    const std::string name = op_word(op);
     CHECK(name == (op == OpKind::snapshot_start ? std::string("snapshot") : to_text(op)));
   }
   // Each kind's weight is the field of its name, and selects that kind only.

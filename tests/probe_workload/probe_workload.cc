@@ -131,41 +131,41 @@ class ProbeSimulation final : public detail::SimCore {
   Action generate(Prng& rng) const {
     Action a;
     const std::uint64_t r = rng.below(100);
-    a.kind = r < opts_.put_percent                          ? ActionKind::put
-             : r < opts_.put_percent + opts_.remove_percent ? ActionKind::remove
-                                                            : ActionKind::get;
+    a.map_op = r < opts_.put_percent                          ? OpKind::put
+               : r < opts_.put_percent + opts_.remove_percent ? OpKind::remove
+                                                              : OpKind::get;
     a.entry.first = rng.below(opts_.keys);
-    if (a.kind == ActionKind::put) a.value = {static_cast<std::int64_t>(rng.below(100))};
+    if (a.is(OpKind::put)) a.value = {static_cast<std::int64_t>(rng.below(100))};
     return a;
   }
 
   void execute(const Action& a) {
     const Key k = a.entry.first;
     const Ns n = a.entry.second;
-    const std::string what = std::string(action_name(a.kind)) + " " + model::to_text(a.entry);
+    const std::string what = std::string(action_name(a)) + " " + model::to_text(a.entry);
     trace("writer " + what + (a.value.empty() ? "" : " " + model::to_text(State(a.value))));
     auto same = [&what](const std::string& got, const std::string& want) {
       expect(got == want, "result", what + " returned " + got + ", model " + want);
     };
-    switch (a.kind) {
-      case ActionKind::put:
+    switch (a.kind == ActionKind::map_op ? a.map_op : OpKind::snapshot_release) {
+      case OpKind::put:
         model_.put(k, n, a.value);
         return map_->put(k, n, a.value);
-      case ActionKind::put_and_get_old:
+      case OpKind::put_and_get_old:
         return same(text(map_->put_and_get_old(k, n, a.value)),
                     text(model_.put_and_get_old(k, n, a.value)));
-      case ActionKind::remove: {
+      case OpKind::remove: {
         const bool want = model_.remove(k, n);
         return same(std::to_string(skip_remove_ ? want : map_->remove(k, n)), std::to_string(want));
       }
-      case ActionKind::remove_and_get_old:
+      case OpKind::remove_and_get_old:
         return same(text(map_->remove_and_get_old(k, n)), text(model_.remove_and_get_old(k, n)));
-      case ActionKind::get:
+      case OpKind::get:
         return same(text(map_->get(k, n)), text(model_.get(k, n)));
-      case ActionKind::contains:
+      case OpKind::contains:
         return same(std::to_string(map_->contains(k, n)), std::to_string(model_.contains(k, n)));
       default:
-        invalid(*tasks_[0], std::string("the probe workload has no ") + action_name(a.kind) +
+        invalid(*tasks_[0], std::string("the probe workload has no ") + action_name(a) +
                                 " (one map, no snapshots)");
     }
   }

@@ -24,26 +24,8 @@ namespace cowstate::sim {
 
 const char* action_name(ActionKind kind) noexcept {
   switch (kind) {
-    case ActionKind::put:
-      return "put";
-    case ActionKind::put_and_get_old:
-      return "put_and_get_old";
-    case ActionKind::remove:
-      return "remove";
-    case ActionKind::remove_and_get_old:
-      return "remove_and_get_old";
-    case ActionKind::get:
-      return "get";
-    case ActionKind::contains:
-      return "contains";
-    case ActionKind::get_mutable:
-      return "get_mutable";
-    case ActionKind::transform:
-      return "transform";
-    case ActionKind::snapshot:
-      return "snapshot";
-    case ActionKind::visit:
-      return "visit";
+    case ActionKind::map_op:
+      return "a map operation";
     case ActionKind::step:
       return "step";
     case ActionKind::cancel:
@@ -76,6 +58,14 @@ const char* action_name(ActionKind kind) noexcept {
       return "cleanup";
   }
   return "?";
+}
+
+const char* op_word(OpKind kind) noexcept {
+  return kind == OpKind::snapshot_start ? "snapshot" : to_text(kind);
+}
+
+const char* action_name(const Action& a) noexcept {
+  return a.kind == ActionKind::map_op ? op_word(a.map_op) : action_name(a.kind);
 }
 
 const char* state_op_name(StateOp op) noexcept {
@@ -749,10 +739,10 @@ class Parser {
                "'pause'");
         }
         const ActionKind k = s.action.kind;
-        if (k == ActionKind::snapshot || k == ActionKind::cancel || k == ActionKind::keep ||
-            k == ActionKind::release || k == ActionKind::checkpoint || k == ActionKind::restore ||
-            k == ActionKind::fail || k == ActionKind::advance) {
-          fail(p, "end of line (`" + std::string(action_name(k)) + "` has no yield point)",
+        if (s.action.is(OpKind::snapshot_start) || k == ActionKind::cancel ||
+            k == ActionKind::keep || k == ActionKind::release || k == ActionKind::checkpoint ||
+            k == ActionKind::restore || k == ActionKind::fail || k == ActionKind::advance) {
+          fail(p, "end of line (`" + std::string(action_name(s.action)) + "` has no yield point)",
                "'pause'");
         }
         want_keyword("at");
@@ -785,7 +775,7 @@ class Parser {
     if (s.action.kind != ActionKind::resume && st.paused) {
       throw Failure{s.column, "expected 'continue' (" + s.task + " paused at line " +
                                   std::to_string(st.paused_line) + "), found '" +
-                                  action_name(s.action.kind) + "'"};
+                                  action_name(s.action) + "'"};
     }
     st.paused = !s.pause.empty();
     st.paused_line = line_no_;
@@ -1046,38 +1036,30 @@ class Parser {
   }
 
   void writer_action(const Token& verb, Action& a) {
-    static const std::map<std::string, ActionKind> kWriter = {
-        {"put", ActionKind::put},
-        {"put_and_get_old", ActionKind::put_and_get_old},
-        {"remove", ActionKind::remove},
-        {"remove_and_get_old", ActionKind::remove_and_get_old},
-        {"get", ActionKind::get},
-        {"contains", ActionKind::contains},
-        {"get_mutable", ActionKind::get_mutable},
-        {"transform", ActionKind::transform},
-        {"snapshot", ActionKind::snapshot},
-        {"visit", ActionKind::visit}};
-    auto it = kWriter.find(verb.text);
-    if (it == kWriter.end()) {
-      fail(verb,
-           "a writer action (put, put_and_get_old, remove, remove_and_get_old, get, contains, "
-           "get_mutable, transform, snapshot, visit or continue)");
+    const auto it = std::find_if(kWriterOps.begin(), kWriterOps.end(),
+                                 [&verb](OpKind k) { return verb.text == op_word(k); });
+    if (it == kWriterOps.end()) {
+      std::string words;
+      for (const OpKind k : kWriterOps) words += std::string(op_word(k)) + ", ";
+      words.resize(words.size() - 2);
+      fail(verb, "a writer action (" + words + " or continue)");
     }
-    a.kind = it->second;
-    switch (a.kind) {
-      case ActionKind::put:
-      case ActionKind::put_and_get_old:
+    a.kind = ActionKind::map_op;
+    a.map_op = *it;
+    switch (a.map_op) {
+      case OpKind::put:
+      case OpKind::put_and_get_old:
         keyed(a);
         assignment("v");
         a.value = value();
         return;
-      case ActionKind::remove:
-      case ActionKind::remove_and_get_old:
-      case ActionKind::get:
-      case ActionKind::contains:
+      case OpKind::remove:
+      case OpKind::remove_and_get_old:
+      case OpKind::get:
+      case OpKind::contains:
         keyed(a);
         return;
-      case ActionKind::get_mutable: {
+      case OpKind::get_mutable: {
         keyed(a);
         want_keyword("then");
         const Token m = want_word("'append', 'overwrite' or 'pop'");
@@ -1093,25 +1075,25 @@ class Parser {
         a.x = number<std::int64_t>("a number");
         return;
       }
-      case ActionKind::transform:
+      case OpKind::transform:
         keyed(a);
         want_keyword("append");
         a.x = number<std::int64_t>("a number");
         return;
-      case ActionKind::snapshot: {
+      case OpKind::snapshot_start: {
         const Token name = want_word("a snapshot name");
         new_task_name(name, "a snapshot name", "a new snapshot name");
         a.snapshot = name.text;
         return;
       }
-      case ActionKind::visit:
+      case OpKind::visit:
         assignment("budget");
         a.budget = number<std::uint32_t>("a number of buckets");
         assignment("salt");
         a.extras.set().salt = number<std::uint64_t>("a number");
         return;
-      default:
-        return;
+      case OpKind::snapshot_release:
+        return;  // not a writer operation: kWriterOps has no snapshot_release
     }
   }
 

@@ -155,34 +155,44 @@ std::string print_image(const ScenarioImage& image, bool sequences) {
   return out + "}";
 }
 
+namespace {
+// What follows a map operation's word: its key and data.
+std::string map_op_text(const Action& a) {
+  switch (a.map_op) {
+    case OpKind::put:
+    case OpKind::put_and_get_old:
+      return " " + keyed(a) + " v=" + value_text(a.value);
+    case OpKind::remove:
+    case OpKind::remove_and_get_old:
+    case OpKind::get:
+    case OpKind::contains:
+      return " " + keyed(a);
+    case OpKind::get_mutable:
+      return " " + keyed(a) + " then " + mutation_name(a.mutation) + " " + std::to_string(a.x);
+    case OpKind::transform:
+      return " " + keyed(a) + " append " + std::to_string(a.x);
+    case OpKind::snapshot_start:
+      return " " + a.snapshot;
+    case OpKind::visit:
+      return " budget=" + std::to_string(a.budget) + " salt=" + std::to_string(a.extras.get().salt);
+    case OpKind::snapshot_release:
+      break;
+  }
+  return "";
+}
+}  // namespace
+
 std::string print_action(const StepLine& line) {
   const Action& a = line.action;
-  std::string out = action_name(a.kind);
+  std::string out = action_name(a);
   switch (a.kind) {
-    case ActionKind::put:
-    case ActionKind::put_and_get_old:
-      out += " " + keyed(a) + " v=" + value_text(a.value);
+    case ActionKind::map_op:
+      out += map_op_text(a);
       break;
-    case ActionKind::remove:
-    case ActionKind::remove_and_get_old:
-    case ActionKind::get:
-    case ActionKind::contains:
-      out += " " + keyed(a);
-      break;
-    case ActionKind::get_mutable:
-      out += " " + keyed(a) + " then " + mutation_name(a.mutation) + " " + std::to_string(a.x);
-      break;
-    case ActionKind::transform:
-      out += " " + keyed(a) + " append " + std::to_string(a.x);
-      break;
-    case ActionKind::snapshot:
     case ActionKind::cancel:
     case ActionKind::keep:
     case ActionKind::release:
       out += " " + a.snapshot;
-      break;
-    case ActionKind::visit:
-      out += " budget=" + std::to_string(a.budget) + " salt=" + std::to_string(a.extras.get().salt);
       break;
     case ActionKind::step:
       out += a.budget == 0 ? std::string(" all") : " " + std::to_string(a.budget);

@@ -71,7 +71,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Actions that start a task named after them (a snapshot's or a checkpoint's serializer).
-bool starts_task(ActionKind k) { return k == ActionKind::snapshot || k == ActionKind::checkpoint; }
+bool starts_task(const Action& a) {
+  return a.is(OpKind::snapshot_start) || a.kind == ActionKind::checkpoint;
+}
 
 bool is_backend_state(ActionKind k) {
   return k == ActionKind::value_state || k == ActionKind::list_state ||
@@ -139,7 +141,7 @@ bool well_formed(const Scenario& s) {
     }
     if ((k == ActionKind::resume) != paused[l.task]) return false;
     paused[l.task] = !l.pause.empty();
-    if (starts_task(k)) {
+    if (starts_task(l.action)) {
       if (started.count(l.action.snapshot)) return false;
       started.insert(l.action.snapshot);
     }
@@ -163,11 +165,9 @@ std::uint64_t cost(const Scenario& s) {
     ++steps;
     pauses += l->pause.empty() ? 0U : 1U;
     const Action& a = l->action;
-    data +=
-        64 * a.value.size() + mag(a.x) + a.entry.first + mag(a.entry.second) + a.budget +
-        a.extras.get().salt + static_cast<std::uint64_t>(a.mutation) +
-        (a.kind == ActionKind::put_and_get_old || a.kind == ActionKind::remove_and_get_old ? 1U
-                                                                                           : 0U);
+    data += 64 * a.value.size() + mag(a.x) + a.entry.first + mag(a.entry.second) + a.budget +
+            a.extras.get().salt + static_cast<std::uint64_t>(a.mutation) +
+            (a.is(OpKind::put_and_get_old) || a.is(OpKind::remove_and_get_old) ? 1U : 0U);
     for (std::int64_t v : a.value) data += mag(v);
   }
   // A smaller table or the default hash is simpler (config weighs less than a step).
@@ -184,7 +184,7 @@ Scenario renamed_snapshots(const Scenario& s) {
   std::map<std::string, std::string> names;
   for (const ScenarioItem& item : s.items) {
     const auto* l = std::get_if<StepLine>(&item);
-    if (l != nullptr && starts_task(l->action.kind)) {
+    if (l != nullptr && starts_task(l->action)) {
       const char* prefix = l->action.kind == ActionKind::checkpoint ? "c" : "s";
       names.emplace(l->action.snapshot, prefix + std::to_string(names.size() + 1));
     }
@@ -236,7 +236,7 @@ class Shrinker {
       std::vector<std::string> names;
       for (const ScenarioItem& item : best_.items) {
         const auto* l = std::get_if<StepLine>(&item);
-        if (l != nullptr && starts_task(l->action.kind)) names.push_back(l->action.snapshot);
+        if (l != nullptr && starts_task(l->action)) names.push_back(l->action.snapshot);
       }
       for (const std::string& name : names) {
         std::set<std::size_t> drop;
@@ -322,7 +322,7 @@ class Shrinker {
     std::set<std::uint64_t> keys;
     for (const ScenarioItem& item : best_.items) {
       if (const auto* l = std::get_if<StepLine>(&item)) {
-        if (is_keyed(l->action.kind)) keys.insert(l->action.entry.first);
+        if (is_keyed(l->action)) keys.insert(l->action.entry.first);
       } else if (const Expectation* e = expectation_of(item)) {
         for (const auto& [k, v] : e->image) keys.insert(k.first);
         for (const EntryKey& k : e->copied_entries) keys.insert(k.first);
@@ -429,16 +429,14 @@ class Shrinker {
     return failure_.check != "expect" || (r.failed_line == expect_line_ && r.difference == want);
   }
 
-  static bool is_keyed(ActionKind k) {
-    return is_backend_state(k) || k == ActionKind::put || k == ActionKind::put_and_get_old ||
-           k == ActionKind::remove || k == ActionKind::remove_and_get_old || k == ActionKind::get ||
-           k == ActionKind::contains || k == ActionKind::get_mutable || k == ActionKind::transform;
+  static bool is_keyed(const Action& a) {
+    return is_backend_state(a.kind) || (a.kind == ActionKind::map_op && names_key(a.map_op));
   }
 
   static void rename_key(Scenario& s, std::uint64_t from, std::uint64_t to) {
     for (ScenarioItem& item : s.items) {
       if (auto* l = std::get_if<StepLine>(&item)) {
-        if (is_keyed(l->action.kind) && l->action.entry.first == from) l->action.entry.first = to;
+        if (is_keyed(l->action) && l->action.entry.first == from) l->action.entry.first = to;
       } else {
         Expectation& e = *expectation_of(item);
         ScenarioImage image;
@@ -475,7 +473,7 @@ class Shrinker {
         variant([](Action& b) { b.extras.set().sources.resize(1); });
       return out;
     }
-    if (is_keyed(a.kind)) variant([](Action& b) { b.entry.second = 0; });
+    if (is_keyed(a)) variant([](Action& b) { b.entry.second = 0; });
     if (!a.value.empty()) {
       variant([](Action& b) { b.value = {}; });
       variant([](Action& b) { b.value.resize(1); });
@@ -488,19 +486,17 @@ class Shrinker {
           b.value[i] = static_cast<std::int64_t>(i + 1);
       });
     }
-    if (a.kind == ActionKind::get_mutable) {
+    if (a.is(OpKind::get_mutable)) {
       variant([](Action& b) { b.mutation = Mutation::append; });
     }
     if (a.x != 0) variant([](Action& b) { b.x = 0; });
     if (a.kind == ActionKind::step) variant([](Action& b) { b.budget = 0; });
-    if (a.kind == ActionKind::visit) {
+    if (a.is(OpKind::visit)) {
       variant([](Action& b) { b.budget = 1; });
       variant([](Action& b) { b.extras.set().salt = 0; });
     }
-    if (a.kind == ActionKind::put_and_get_old) variant([](Action& b) { b.kind = ActionKind::put; });
-    if (a.kind == ActionKind::remove_and_get_old) {
-      variant([](Action& b) { b.kind = ActionKind::remove; });
-    }
+    if (a.is(OpKind::put_and_get_old)) variant([](Action& b) { b.map_op = OpKind::put; });
+    if (a.is(OpKind::remove_and_get_old)) variant([](Action& b) { b.map_op = OpKind::remove; });
     return out;
   }
 

@@ -10,34 +10,6 @@ namespace cowstate::sim {
 using detail::parse_items;
 using detail::parse_u32;
 
-ActionKind action_of(OpKind kind) noexcept {
-  switch (kind) {
-    case OpKind::put:
-      return ActionKind::put;
-    case OpKind::put_and_get_old:
-      return ActionKind::put_and_get_old;
-    case OpKind::remove:
-      return ActionKind::remove;
-    case OpKind::remove_and_get_old:
-      return ActionKind::remove_and_get_old;
-    case OpKind::get:
-      return ActionKind::get;
-    case OpKind::contains:
-      return ActionKind::contains;
-    case OpKind::get_mutable:
-      return ActionKind::get_mutable;
-    case OpKind::transform:
-      return ActionKind::transform;
-    case OpKind::snapshot_start:
-      return ActionKind::snapshot;
-    case OpKind::visit:
-      return ActionKind::visit;
-    case OpKind::snapshot_release:
-      break;
-  }
-  return ActionKind::release;
-}
-
 namespace {
 // The scalar fields, in print order, for to_string() and parse().
 template <class F>
@@ -100,7 +72,7 @@ std::string MapWorkloadOptions::to_string() const {
   out += " weights=";
   for (const OpKind op : kWriterOps) {
     if (op != kWriterOps.front()) out += ',';
-    out += action_name(action_of(op));
+    out += op_word(op);
     out += ':';
     out += std::to_string(weight_of(weights, op));
   }
@@ -126,8 +98,7 @@ std::optional<MapWorkloadOptions> MapWorkloadOptions::parse(std::string_view lin
             if (comma == std::string_view::npos) comma = value.size();
             const std::string_view w = value.substr(p, comma - p);
             const std::size_t colon = w.find(':');
-            *ok = colon != std::string_view::npos &&
-                  w.substr(0, colon) == action_name(action_of(kWriterOps[i])) &&
+            *ok = colon != std::string_view::npos && w.substr(0, colon) == op_word(kWriterOps[i]) &&
                   parse_u32(w.substr(colon + 1), &weight_of(o.weights, kWriterOps[i]));
             ++i;
             p = comma + 1;

@@ -253,7 +253,7 @@ Action Simulation::generate(Prng& rng) {
   const std::uint32_t total = total_weight(w);
   const OpKind op = total == 0 ? OpKind::get : kind_at(w, rng.below(total));
   Action a;
-  a.kind = action_of(op);
+  a.map_op = op;
   a.entry.first = pick_key(rng);
   a.entry.second = static_cast<Ns>(rng.below(opts_.namespaces));
   switch (op) {
@@ -333,15 +333,15 @@ void mutate(State& s, Mutation m, std::int64_t x) {
 
 // The keyed writer action as the trace writes it: "put (1,0) [10]".
 std::string step_text(const Action& a, const std::string& where) {
-  std::string out = std::string(action_name(a.kind)) + " " + where;
-  switch (a.kind) {
-    case ActionKind::put:
-    case ActionKind::put_and_get_old:
+  std::string out = std::string(action_name(a)) + " " + where;
+  switch (a.map_op) {
+    case OpKind::put:
+    case OpKind::put_and_get_old:
       return out + " " + text(State(a.value));
-    case ActionKind::get_mutable:
+    case OpKind::get_mutable:
       return out + " mutate " + std::to_string(static_cast<int>(a.mutation)) + " " +
              std::to_string(a.x);
-    case ActionKind::transform:
+    case OpKind::transform:
       return out + " append " + std::to_string(a.x);
     default:
       return out;
@@ -349,8 +349,10 @@ std::string step_text(const Action& a, const std::string& where) {
 }
 
 void Simulation::execute(const Action& a) {
-  if (a.kind == ActionKind::snapshot) return start_snapshot(a.snapshot);
-  if (a.kind == ActionKind::visit) return visit(a);
+  COWSTATE_ASSERT(a.kind == ActionKind::map_op && a.map_op != OpKind::snapshot_release, "T2",
+                  "a writer ran a non-writer action");
+  if (a.map_op == OpKind::snapshot_start) return start_snapshot(a.snapshot);
+  if (a.map_op == OpKind::visit) return visit(a);
   const Key k = a.entry.first;
   const Ns n = a.entry.second;
   const std::string where = "(" + std::to_string(k) + "," + std::to_string(n) + ")";
@@ -359,8 +361,8 @@ void Simulation::execute(const Action& a) {
   trace("writer " + step_text(a, where));
   const std::optional<std::string> bad = keyed_step(a);
   expect(!bad, "result", bad.value_or(""));
-  if (a.kind != ActionKind::remove && a.kind != ActionKind::remove_and_get_old) {
-    check_minimal(before, h, k, n, action_name(a.kind));
+  if (a.map_op != OpKind::remove && a.map_op != OpKind::remove_and_get_old) {
+    check_minimal(before, h, k, n, action_name(a));
   }
 }
 
@@ -370,22 +372,22 @@ std::optional<std::string> Simulation::keyed_step(const Action& a) {
   MapSteps<Map, Model> steps(*map_, *model_);
   const Key k = a.entry.first;
   const Ns n = a.entry.second;
-  switch (a.kind) {
-    case ActionKind::put:
+  switch (a.map_op) {
+    case OpKind::put:
       return steps.put(k, n, a.value);
-    case ActionKind::put_and_get_old:
+    case OpKind::put_and_get_old:
       return steps.put_and_get_old(k, n, a.value);
-    case ActionKind::remove:
+    case OpKind::remove:
       return steps.remove(k, n);
-    case ActionKind::remove_and_get_old:
+    case OpKind::remove_and_get_old:
       return steps.remove_and_get_old(k, n);
-    case ActionKind::get:
+    case OpKind::get:
       return steps.get(k, n);
-    case ActionKind::contains:
+    case OpKind::contains:
       return steps.contains(k, n);
-    case ActionKind::get_mutable:
+    case OpKind::get_mutable:
       return steps.get_mutable(k, n, [&a](State& s) { mutate(s, a.mutation, a.x); });
-    case ActionKind::transform:
+    case OpKind::transform:
       // The map gets the in-place form: the same append, on the state it may share.
       return steps.transform(
           k, n, a.x, [](State& s, const std::int64_t& x) { s.push_back(x); },
@@ -394,10 +396,12 @@ std::optional<std::string> Simulation::keyed_step(const Action& a) {
             s.push_back(x);
             return s;
           });
-    default:
-      COWSTATE_ASSERT(false, "T2", "a writer ran a non-writer action");
-      return std::nullopt;
+    case OpKind::snapshot_start:
+    case OpKind::snapshot_release:
+    case OpKind::visit:
+      break;
   }
+  return std::nullopt;
 }
 
 // `visit N salt S`: one incremental-visitor call; its remove/replace decisions (a function of

@@ -19,21 +19,6 @@
 
 namespace cowstate::sim {
 
-// The writer's operations: every map operation but snapshot_release, which the releaser
-// task does. Each is the scenario action of the same name (`snapshot` for snapshot_start),
-// so a generated operation is written down as a scenario step unchanged.
-inline constexpr std::array<OpKind, kOpKindCount - 1> kWriterOps = [] {
-  std::array<OpKind, kOpKindCount - 1> ops{};
-  std::size_t n = 0;
-  for (const OpKind kind : kOpKinds) {
-    if (kind != OpKind::snapshot_release) ops[n++] = kind;
-  }
-  return ops;
-}();
-
-// The scenario action of a writer operation. REQUIRES: kind != OpKind::snapshot_release.
-ActionKind action_of(OpKind kind) noexcept;
-
 struct MapWorkloadOptions {
   std::uint32_t ops_max = 400;  // writer operations per run
   OpWeights weights = {.put = 30,

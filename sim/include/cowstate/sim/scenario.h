@@ -36,6 +36,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <compare>
@@ -55,6 +56,7 @@
 #include <vector>
 
 #include "cowstate/model/state_kind.h"
+#include "cowstate/sim/map_ops.h"
 
 namespace cowstate::sim {
 
@@ -121,17 +123,9 @@ using StateValue = std::vector<std::int64_t>;
 using ScenarioImage = std::map<EntryKey, StateValue>;
 
 enum class ActionKind : std::uint8_t {
-  // writer
-  put,
-  put_and_get_old,
-  remove,
-  remove_and_get_old,
-  get,
-  contains,
-  get_mutable,
-  transform,
-  snapshot,
-  visit,
+  // map workload, writer: one operation of the map, Action::map_op says which (the writer
+  // kinds of cowstate/sim/map_ops.h, each written as its name, snapshot_start as `snapshot`)
+  map_op,
   // serializer
   step,
   // releaser
@@ -156,7 +150,21 @@ enum class ActionKind : std::uint8_t {
   // (`cleanup s=events n=8`)
   cleanup,
 };
-const char* action_name(ActionKind kind) noexcept;  // as written in files ("continue")
+// The writer's map operations: every one but snapshot_release, which the releaser task
+// does. A generated operation is written down as a scenario step unchanged.
+inline constexpr std::array<OpKind, kOpKindCount - 1> kWriterOps = [] {
+  std::array<OpKind, kOpKindCount - 1> ops{};
+  std::size_t n = 0;
+  for (const OpKind kind : kOpKinds) {
+    if (kind != OpKind::snapshot_release) ops[n++] = kind;
+  }
+  return ops;
+}();
+
+// As written in files ("continue"); "a map operation" for map_op, whose words op_word() gives.
+const char* action_name(ActionKind kind) noexcept;
+// The word of a map operation in files: its name, `snapshot` for snapshot_start.
+const char* op_word(OpKind kind) noexcept;
 
 // What `get_mutable ... then M` does to the state it was handed.
 enum class Mutation : std::uint8_t {
@@ -310,7 +318,8 @@ class Sparse {
 
 struct Action {
   // Packed without holes: a scenario holds one Action per step line.
-  ActionKind kind = ActionKind::get;
+  ActionKind kind = ActionKind::map_op;
+  OpKind map_op = OpKind::get;           // map_op
   Mutation mutation = Mutation::append;  // get_mutable
   StateOp op = StateOp::get;             // backend state actions
   std::uint32_t budget = 0;  // visit: buckets; step: entries, 0 = all that are left; cleanup
@@ -321,7 +330,18 @@ struct Action {
   StepValues value;          // put, put_and_get_old; backend: values and list elements
   Sparse<ActionExtras> extras;
   bool operator==(const Action&) const = default;
+
+  // Whether this is the map operation `k`.
+  bool is(OpKind k) const noexcept { return kind == ActionKind::map_op && map_op == k; }
+  // A map operation of kind `k`, its data left at the defaults.
+  static Action of(OpKind k) {
+    Action a;
+    a.map_op = k;
+    return a;
+  }
 };
+// As written in files: the action's word ("put", "snapshot", "continue").
+const char* action_name(const Action& a) noexcept;
 
 // One step line (or one `;`-separated part of it).
 struct StepLine {
