@@ -48,3 +48,17 @@ inline AssertHandler set_assert_handler(AssertHandler handler) noexcept {
     if (!(cond)) [[unlikely]]                                                         \
       ::cowstate::detail::assert_fail(#cond, invariant, message, __FILE__, __LINE__); \
   } while (0)
+
+// COWSTATE_DEBUG_ASSERT(cond, "I3", "what went wrong"): the same check in builds without
+// NDEBUG (the dev and sanitizer presets, the simulator and tests built there), nothing in
+// release builds. For checks on the path of every map operation, where an always-on
+// branch would cost each call; what is checked once per snapshot, rehash step or reclaim
+// stays on.
+#ifdef NDEBUG
+#define COWSTATE_DEBUG_ASSERT(cond, invariant, message) \
+  do {                                                  \
+    (void)sizeof(!(cond));                              \
+  } while (0)
+#else
+#define COWSTATE_DEBUG_ASSERT(cond, invariant, message) COWSTATE_ASSERT(cond, invariant, message)
+#endif

@@ -358,6 +358,8 @@ class CowStateMap {
     const std::uint32_t b = hash & primary_mask_;
     if (b >= rehash_index_) [[likely]]
       return {&primary_, b};
+    COWSTATE_DEBUG_ASSERT(rehash_.size() == std::size_t{primary_cap()} * 2, "I6",
+                          "a moved bucket with no rehash table twice the primary");
     return {&rehash_, hash & (primary_mask_ * 2 + 1)};
   }
   static std::uint32_t bucket_of(const Table& t, std::uint32_t hash) noexcept {
@@ -394,7 +396,7 @@ class CowStateMap {
   std::uint32_t find_in(const Table& table, std::uint32_t b, std::uint32_t hash, const K& key,
                         const N& ns, std::uint32_t* prev) const;
   // Copies the chain prefix of bucket `b` up to `until` where shared; returns the
-  // writable entry standing for `until`.
+  // writable entry standing for `until`. REQUIRES: `until` is in chain `b` of `table`.
   // An entry's pool slot and its address, so that a caller holding one does not compute the
   // address again (at() is a few instructions, and a store to an entry makes the compiler
   // redo them).
@@ -412,8 +414,10 @@ class CowStateMap {
   void retire_entry(std::uint32_t index);
   void retire_state(S* state, std::uint32_t birth);
   // Unlinks entry `i` (predecessor `prev`, 0 for the head) and disposes of it.
+  // REQUIRES: `i` is in chain `b` of `t`, right after `prev`.
   void unlink(Table& t, std::uint32_t b, std::uint32_t i, std::uint32_t prev, std::uint32_t h);
   // Disposes of an unlinked entry: retires what a live snapshot may see, frees the rest.
+  // REQUIRES: `index` is reachable from neither table.
   void dispose_unlinked(std::uint32_t index, std::uint32_t h);
   void free_entry(std::uint32_t index) noexcept;
   // The allocated slots that hold no live entry: a copy of the free list, then the
@@ -422,9 +426,9 @@ class CowStateMap {
   // A new boxed state, constructed from `args`.
   template <class... Args>
   S* new_state(Args&&... args);
-  // Frees a boxed state that no live snapshot may reach.
+  // Frees a boxed state. REQUIRES: no live snapshot may reach it; no live entry holds it.
   void free_state(S* state);
-  // Sets the state of writable entry `e` to `state` (I3 checked by the caller).
+  // Sets the state of entry `e` to `state`. REQUIRES: `e` is writable (I3).
   void assign_state(Entry& e, S&& state, std::uint32_t h);
   // Moves or copies the state out of an entry that is about to change.
   S take_old_state(Entry& e, std::uint32_t h);
@@ -521,6 +525,8 @@ CowStateMap<K, N, S, H>::CowStateMap(MapOptions options, H hash)
   const std::uint32_t cap =
       std::clamp(round_pow2(options.initial_capacity), min_capacity_, max_capacity_);
   COWSTATE_ASSERT(std::has_single_bit(cap), "I8", "initial capacity not a power of two");
+  COWSTATE_ASSERT(min_capacity_ <= cap && cap <= max_capacity_, "I8",
+                  "initial capacity outside [min_capacity, max_capacity]");
   primary_.assign(cap, 0);
   primary_mask_ = cap - 1;
   threshold_ = threshold_for(cap);
@@ -578,6 +584,7 @@ inline std::uint32_t CowStateMap<K, N, S, H>::begin_op() {
   const std::uint64_t w = sync_.load(std::memory_order_acquire);
   reclaim_if_released(w);
   const std::uint32_t h = low32(w);
+  COWSTATE_DEBUG_ASSERT(h <= map_version_, "I1", "H above the map version");
   if (!rehash_.empty()) incremental_rehash(h);
   return h;
 }
@@ -592,6 +599,8 @@ void CowStateMap<K, N, S, H>::reclaim() {
   }
   COWSTATE_ASSERT(std::is_sorted(live.begin(), live.end()), "I1",
                   "live snapshot versions out of order");
+  COWSTATE_ASSERT(live.empty() || live.back() <= map_version_, "I1",
+                  "a live snapshot version above the map version");
   // A retired item (birth b, retired at r) may be seen by live snapshot v iff b < v <= r.
   auto visible = [&live](std::uint32_t b, std::uint32_t r) {
     if (COWSTATE_MUTANT(free_retired_early)) {
@@ -671,6 +680,7 @@ template <class K, class N, class S, class H>
 template <class... Args>
 S* CowStateMap<K, N, S, H>::new_state(Args&&... args) {
   S* box = boxes_.allocate();
+  COWSTATE_DEBUG_ASSERT(box != nullptr, "I11", "the box pool handed out no box");
   try {
     return new (box) S(std::forward<Args>(args)...);
   } catch (...) {
@@ -702,6 +712,10 @@ inline auto CowStateMap<K, N, S, H>::copy_entry(std::uint32_t src, const Entry& 
   if (!pool_.has_free_slot() || !retired_entries_.has_room()) [[unlikely]]
     return make_room_and_copy(src, s);
   const std::uint32_t idx = pool_.reuse_free_slot();
+  COWSTATE_DEBUG_ASSERT(idx != 0 && idx != src, "I12",
+                        "a copy was given slot 0 or the slot of the entry it copies");
+  COWSTATE_DEBUG_ASSERT(s.entry_version < map_version_ || COWSTATE_MUTANT(entry_version_le), "I10",
+                        "copying (and retiring) an entry born after every snapshot");
   Entry* copy;
   if constexpr (std::is_trivially_copyable_v<Entry>) {
     // The whole entry at once (two 16-byte moves for a 32-byte entry), then its version,
@@ -755,6 +769,8 @@ inline auto CowStateMap<K, N, S, H>::make_writable(Table& table, std::uint32_t b
   Entry& e = at(idx);
   if (must_copy_before_write(e, h)) [[unlikely]]
     return copy_for_write(table, b, idx, e, h);
+  COWSTATE_DEBUG_ASSERT(e.entry_version >= h || COWSTATE_MUTANT(skip_chain_prefix_copy), "I3",
+                        "handing out a shared entry as writable");
   return {idx, &e};
 }
 
@@ -775,6 +791,7 @@ inline auto CowStateMap<K, N, S, H>::copy_for_write(Table& table, std::uint32_t 
 
 template <class K, class N, class S, class H>
 void CowStateMap<K, N, S, H>::dispose_unlinked(std::uint32_t index, std::uint32_t h) {
+  COWSTATE_DEBUG_ASSERT(index != 0, "I12", "disposing of slot 0, which no entry occupies");
   Entry& e = at(index);
   if constexpr (!kInline) {
     // A retired entry keeps pointing at its state: the snapshots that reach the entry
@@ -809,6 +826,7 @@ void CowStateMap<K, N, S, H>::assign_state(Entry& e, S&& state, std::uint32_t h)
       *e.state = std::move(state);
     }
     e.state_version = map_version_;
+    COWSTATE_DEBUG_ASSERT(e.state != nullptr, "I11", "an entry left without a state");
   }
 }
 
@@ -817,6 +835,7 @@ S CowStateMap<K, N, S, H>::take_old_state(Entry& e, std::uint32_t h) {
   if constexpr (kInline) {
     return e.state;
   } else {
+    COWSTATE_DEBUG_ASSERT(e.state != nullptr, "I11", "taking the state of an entry without one");
     if (must_copy_state(e.state_version, h)) return S(*e.state);  // a snapshot may see it
     return std::move(*e.state);
   }
@@ -826,6 +845,7 @@ template <class K, class N, class S, class H>
 std::uint32_t CowStateMap<K, N, S, H>::find_in(const Table& table, std::uint32_t b,
                                                std::uint32_t hash, const K& key, const N& ns,
                                                std::uint32_t* prev) const {
+  COWSTATE_DEBUG_ASSERT(b < table.size(), "I6", "a bucket outside its table");
   std::uint32_t p = 0;
   for (std::uint32_t i = table[b]; i != 0;) {
     const Entry& e = at(i);
@@ -845,6 +865,8 @@ inline const S* CowStateMap<K, N, S, H>::get(const K& key, const N& ns) {
   const std::uint32_t hash = hash_(key, ns);
   const auto [t, b] = home_of(hash);
   const std::uint32_t i = find_in(*t, b, hash, key, ns, nullptr);
+  COWSTATE_DEBUG_ASSERT(i == 0 || at(i).entry_version <= map_version_, "I11",
+                        "an entry born after the map version");
   return i == 0 ? nullptr : &state_ref(at(i));
 }
 
@@ -967,6 +989,8 @@ void CowStateMap<K, N, S, H>::insert_new(Table* table, std::uint32_t hash, const
   if (size() > threshold_ && !rehashing()) {
     double_capacity();  // the primary table stays where it is; `table` remains valid
   }
+  COWSTATE_DEBUG_ASSERT(table == &primary_ || table == &rehash_, "I6",
+                        "an insert into a table the map does not own");
   COWSTATE_YIELD("map.insert_new");
   const std::uint32_t b = bucket_of(*table, hash);
   (*table)[b] = emplace_entry(hash, key, ns, std::move(state), (*table)[b]);
@@ -984,6 +1008,7 @@ inline std::uint32_t CowStateMap<K, N, S, H>::emplace_entry(std::uint32_t hash, 
                                                             std::uint32_t next) {
   const std::uint32_t idx = pool_.allocate();
   COWSTATE_ASSERT(idx != 0, "I12", "the pool handed out slot 0, the null index");
+  COWSTATE_DEBUG_ASSERT(idx != next, "I5", "a new entry in front of itself (a cycle)");
   if constexpr (kInline) {
     new (&at(idx)) Entry{key, std::move(state), ns, next, StoredHash(hash), map_version_, {}};
   } else {
@@ -1000,11 +1025,15 @@ void CowStateMap<K, N, S, H>::unlink(Table& t, std::uint32_t b, std::uint32_t i,
     COWSTATE_ASSERT(t[b] == i, "I5", "unlinking as the head an entry that does not head its chain");
     t[b] = at(i).next;
   } else {
+    COWSTATE_DEBUG_ASSERT(at(prev).next == i, "I5",
+                          "unlinking after an entry that is not before it");
     Entry& p = *make_writable(t, b, prev, h).entry;
     COWSTATE_ASSERT(p.entry_version >= h || COWSTATE_MUTANT(skip_chain_prefix_copy), "I3",
                     "unlinking through a shared entry");
     p.next = at(i).next;
   }
+  COWSTATE_DEBUG_ASSERT((&t == &primary_ ? primary_size_ : rehash_size_) > 0, "I5",
+                        "unlinking from a table that counts no entry");
   if (&t == &primary_) {
     --primary_size_;
   } else {
@@ -1048,6 +1077,7 @@ void CowStateMap<K, N, S, H>::double_capacity() {
     threshold_ = std::numeric_limits<std::uint32_t>::max();
     return;
   }
+  COWSTATE_ASSERT(old_cap * 2 <= max_capacity_, "I8", "a rehash past the maximum capacity");
   rehash_.assign(std::size_t{old_cap} * 2, 0);
   rehash_index_ = 0;
   COWSTATE_ASSERT(rehash_size_ == 0, "I5", "entries counted in a rehash table not yet made");
@@ -1060,6 +1090,8 @@ void CowStateMap<K, N, S, H>::incremental_rehash(std::uint32_t h) {
   const std::uint32_t old_cap = primary_cap();
   const std::uint32_t new_mask = static_cast<std::uint32_t>(rehash_.size() - 1);
   COWSTATE_ASSERT(rehash_index_ < old_cap, "I6", "a rehash step past the old table's end");
+  COWSTATE_ASSERT(rehash_.size() == std::size_t{old_cap} * 2, "I8",
+                  "a rehash table not twice the primary");
   std::uint32_t transferred = 0;
   std::uint32_t idx = rehash_index_;
   while (transferred < kMinTransferred) {
@@ -1073,6 +1105,8 @@ void CowStateMap<K, N, S, H>::incremental_rehash(std::uint32_t h) {
         ep = c.entry;
       }
       Entry& moved = *ep;
+      COWSTATE_DEBUG_ASSERT(moved.entry_version >= h || COWSTATE_MUTANT(no_copy_in_rehash), "I3",
+                            "a rehash relinking a shared entry");
       const std::uint32_t next = moved.next;
       const std::uint32_t pos = hash_of(moved) & new_mask;
       moved.next = rehash_[pos];
@@ -1093,6 +1127,8 @@ void CowStateMap<K, N, S, H>::incremental_rehash(std::uint32_t h) {
       return;
     }
   }
+  COWSTATE_ASSERT(primary_size_ >= transferred, "I5",
+                  "a rehash step moved more than the table held");
   primary_size_ -= transferred;
   rehash_size_ += transferred;
   rehash_index_ = idx;
@@ -1142,6 +1178,7 @@ auto CowStateMap<K, N, S, H>::snapshot() -> Snapshot {
   }
   COWSTATE_ASSERT(heads.size() >= size() || COWSTATE_MUTANT(snapshot_array_capacity_only), "I9",
                   "snapshot array shorter than the map");
+  COWSTATE_ASSERT(heads.size() >= span, "I9", "snapshot array missing a bucket");
   // Every slot allocated so far holds a live entry, a retired one or nothing (I12), and the
   // live ones are exactly those reachable from the tables, i.e. the snapshot's (I5, I10).
   // So the snapshot's entries are the allocated slots less these, which the scan visits
@@ -1169,11 +1206,14 @@ bool CowStateMap<K, N, S, H>::release_snapshot(std::uint32_t version,
   auto it = std::find(live_versions_.begin(), live_versions_.end(), version);
   if (it == live_versions_.end()) return false;
   live_versions_.erase(it);
+  COWSTATE_ASSERT(std::is_sorted(live_versions_.begin(), live_versions_.end()), "I1",
+                  "live snapshot versions out of order after a release");
   ++release_seq_;
   std::uint32_t h = 0;
   if (!live_versions_.empty()) {
     h = COWSTATE_MUTANT(h_min_on_release) ? live_versions_.front() : live_versions_.back();
   }
+  COWSTATE_ASSERT(h <= map_version_, "I2", "H after a release above the map version");
   // Release: everything the releasing thread read in this snapshot happens-before the
   // writer's acquire load of H, after which it may write or free that memory.
   sync_.store(pack(release_seq_, h), std::memory_order_release);
