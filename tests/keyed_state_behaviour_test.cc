@@ -246,6 +246,22 @@ TEMPLATE_TEST_CASE("a value state returns its default until updated, and again a
   CHECK(answers<TestType>(s.call("count", 0, get()), {V{kDefault}}));
 }
 
+TEMPLATE_TEST_CASE("the first add or add_all of a key and namespace makes its list",
+                   "[keyed-state][list]", SUBJECTS) {
+  TestType s;
+  s.set_key(3);
+  s.call("events", 0, add_all({5, 6}));
+  CHECK(answers<TestType>(s.call("events", 0, get()), {V{5, 6}}));
+  s.call("events", 1, add(7));
+  CHECK(answers<TestType>(s.call("events", 1, get()), {V{7}}));
+  s.set_key(4);
+  s.call("events", 0, add_all({8}));
+  s.call("events", 0, add_all({9, 10}));
+  CHECK(answers<TestType>(s.call("events", 0, get()), {V{8, 9, 10}}));
+  s.set_key(3);
+  CHECK(answers<TestType>(s.call("events", 0, get()), {V{5, 6}}));
+}
+
 TEMPLATE_TEST_CASE("a list state adds, adds all, updates and reads, and an empty update clears it",
                    "[keyed-state][list]", SUBJECTS) {
   TestType s;

@@ -416,21 +416,24 @@ class ListState final : public detail::KeyedStateHandle<Backend, NS, ListSeriali
   }
 
  private:
+  // One lookup through the map's in-place transform: the list as get_mutable would hand
+  // it out (copied first when a snapshot shares it), or a new one. The element is moved in
+  // through the capture; the transform's own argument is unused.
   template <class M, class T>
   void append(M& m, T e) {
-    if (auto* l = m.get_mutable(this->key(), this->ns_)) {
-      l->push_back(std::move(e));  // get_mutable copied it first if a snapshot shares it
-    } else {
-      m.put(this->key(), this->ns_, typename M::state_type{std::move(e)});
-    }
+    using L = typename M::state_type;
+    m.transform(this->key(), this->ns_, 0, [&e](L& l, const int&) { l.push_back(std::move(e)); });
   }
-  template <class M, class L>
-  void append_all(M& m, L&& es) {
-    if (auto* l = m.get_mutable(this->key(), this->ns_)) {
-      l->insert(l->end(), es.begin(), es.end());
-    } else {
-      m.put(this->key(), this->ns_, typename M::state_type(std::forward<L>(es)));
-    }
+  template <class M, class Es>
+  void append_all(M& m, Es&& es) {
+    using L = typename M::state_type;
+    m.transform(this->key(), this->ns_, 0, [&es](L& l, const int&) {
+      if (l.empty()) {
+        l = L(std::forward<Es>(es));  // a new list (a stored one is never empty)
+      } else {
+        l.insert(l.end(), es.begin(), es.end());
+      }
+    });
   }
   std::vector<TtlValue<E>> stamped(const std::vector<E>& es) const {
     const std::int64_t now = this->now();
