@@ -333,12 +333,6 @@ struct Action {
 
   // Whether this is the map operation `k`.
   bool is(OpKind k) const noexcept { return kind == ActionKind::map_op && map_op == k; }
-  // A map operation of kind `k`, its data left at the defaults.
-  static Action of(OpKind k) {
-    Action a;
-    a.map_op = k;
-    return a;
-  }
 };
 // As written in files: the action's word ("put", "snapshot", "continue").
 const char* action_name(const Action& a) noexcept;
