@@ -101,9 +101,8 @@ void expect(bool ok, const char* what) {
 // own (its backend is destroyed on the main thread, untimed), as a backend driven by its own task
 // thread does in a deployment: the chunks one contender frees never serve, or fragment around,
 // another's allocations. (With every contender on one thread, the next contender's lists grow out
-// of the chunks the last one freed, so its cost depends on who ran before it: TTL list add 1->8
-// measured 1.33-1.45x plain that way in session 10, and 0.90-0.97x with an arena each;
-// bench/README.md.)
+// of the chunks the last one freed, so its cost depends on who ran before it; `--one-thread`
+// runs them that way.)
 class Worker {
  public:
   Worker() : thread_([this] { loop(); }) {}
@@ -291,7 +290,7 @@ int main(int argc, char** argv) {
   // The value rows run all their rounds first, the list rows theirs after. List adds
   // allocate and free a vector per key and pass, and passes run right after them are
   // slower: with all four rows in one round, every value sample followed some contender's
-  // list adds (bench/README.md, session 11).
+  // list adds.
   rounds(0, [&](Contender& c) {
     return std::array<double, 2>{timed_pass(c, order, get), timed_pass(c, order, put)};
   });
