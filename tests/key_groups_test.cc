@@ -2,6 +2,7 @@
 #include "cowstate/key_groups.h"
 
 #include <catch2/catch.hpp>
+#include <climits>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -19,6 +20,31 @@ TEST_CASE("murmur_hash is Flink's MathUtils.murmurHash, pinned for fixed inputs"
   for (std::int32_t k = -1000; k < 1000; ++k) {
     CHECK(cowstate::murmur_hash(k * 7919) >= 0);
   }
+}
+
+TEST_CASE("the key-group assigner gives key_group_for_hash for every max parallelism",
+          "[keygroups]") {
+  // The edges of the dividend (murmur_hash of these hashes covers 0 and values near 2^31)
+  // and a fixed pseudo-random spread, at every max parallelism in [1, 32768].
+  std::vector<std::int32_t> hashes = {0, 1, -1, 2, 0x7fffffff, INT32_MIN, 12345, -98765};
+  std::uint64_t x = 0x9e3779b97f4a7c15ULL;
+  for (int i = 0; i < 56; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    hashes.push_back(static_cast<std::int32_t>(static_cast<std::uint32_t>(x)));
+  }
+  std::uint64_t mismatches = 0;
+  for (std::int32_t m = 1; m <= cowstate::kUpperBoundMaxParallelism; ++m) {
+    const cowstate::KeyGroupAssigner assign(m);
+    for (const std::int32_t h : hashes) {
+      if (assign(h) != cowstate::key_group_for_hash(h, m)) ++mismatches;
+    }
+  }
+  CHECK(mismatches == 0);
+  const cowstate::KeyGroupAssigner by128(128);
+  CHECK(by128.max_parallelism() == 128);
+  for (std::int32_t k = 0; k < 10; ++k) CHECK(by128(k) == cowstate::key_group_for_hash(k, 128));
 }
 
 TEST_CASE("key hashes follow Java's hashCode for integers and ASCII strings", "[keygroups]") {

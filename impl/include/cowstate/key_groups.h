@@ -164,6 +164,41 @@ constexpr std::int32_t key_group_for_hash(std::int32_t key_hash, std::int32_t ma
   return g;
 }
 
+// key_group_for_hash at one fixed max parallelism, for code that assigns many keys (every
+// key switch, every record of a restore): the remainder by the max parallelism is a
+// multiplication by a precomputed 64-bit reciprocal and a high-half product (Lemire, Kaser
+// and Kurz, "Faster remainder by direct computation", 2019), exact for every 32-bit
+// dividend and divisor, instead of an integer division. Same result as key_group_for_hash
+// for every hash (a test checks it over every max parallelism).
+class KeyGroupAssigner {
+ public:
+  // REQUIRES: 1 <= max_parallelism <= kUpperBoundMaxParallelism (K1).
+  constexpr explicit KeyGroupAssigner(std::int32_t max_parallelism)
+      : divisor_(static_cast<std::uint32_t>(max_parallelism)),
+        reciprocal_(~std::uint64_t{0} / static_cast<std::uint32_t>(max_parallelism) + 1) {
+    COWSTATE_ASSERT(max_parallelism >= 1 && max_parallelism <= kUpperBoundMaxParallelism, "K1",
+                    "max parallelism out of [1, 32768]");
+  }
+
+  constexpr std::int32_t operator()(std::int32_t key_hash) const noexcept {
+    std::int32_t mixed = murmur_hash(key_hash);
+    if (!std::is_constant_evaluated() && COWSTATE_MUTANT(key_group_wrong_hash)) {
+      mixed = key_hash & 0x7fffffff;  // the planted bug of key_group_for_hash
+    }
+    const std::uint64_t low = reciprocal_ * static_cast<std::uint32_t>(mixed);
+    const auto g = static_cast<std::int32_t>((static_cast<U128>(low) * divisor_) >> 64);
+    COWSTATE_DEBUG_ASSERT(g >= 0 && static_cast<std::uint32_t>(g) < divisor_, "K3",
+                          "key group out of [0, max parallelism)");
+    return g;
+  }
+  std::int32_t max_parallelism() const noexcept { return static_cast<std::int32_t>(divisor_); }
+
+ private:
+  __extension__ using U128 = unsigned __int128;
+  std::uint32_t divisor_;
+  std::uint64_t reciprocal_;  // ceil(2^64 / divisor); 0 (2^64 wrapped) for divisor 1
+};
+
 // The instance (operator index) that owns key group `key_group` at `parallelism`.
 // REQUIRES: K1 and 0 <= key_group < max_parallelism.
 constexpr std::int32_t operator_index_for_key_group(std::int32_t max_parallelism,

@@ -681,6 +681,7 @@ class KeyedStateBackend {
                              MapOptions map_options = {}, const TtlTimeProvider* clock = nullptr)
       : range_(range),
         max_parallelism_(max_parallelism),
+        key_groups_(max_parallelism),
         map_options_(map_options),
         clock_(clock != nullptr ? clock : &SystemTtlClock::instance()) {
     COWSTATE_ASSERT(max_parallelism >= 1 && max_parallelism <= kUpperBoundMaxParallelism, "K1",
@@ -700,9 +701,7 @@ class KeyedStateBackend {
   KeyGroupRange range() const noexcept { return range_; }
   std::int32_t max_parallelism() const noexcept { return max_parallelism_; }
   const TtlTimeProvider& ttl_time_provider() const noexcept { return *clock_; }
-  std::int32_t key_group_of(const K& key) const {
-    return key_group_for_hash(KH{}(key), max_parallelism_);
-  }
+  std::int32_t key_group_of(const K& key) const { return key_groups_(KH{}(key)); }
 
   // Makes `key` the current key. An error, leaving the current key as it was, when its key
   // group is outside this backend's range. Runs the incremental cleanup of every state
@@ -887,6 +886,7 @@ class KeyedStateBackend {
   // Set at construction.
   KeyGroupRange range_;
   std::int32_t max_parallelism_;
+  KeyGroupAssigner key_groups_;  // key_group_for_hash at max_parallelism_
   MapOptions map_options_;
   const TtlTimeProvider* clock_;
 

@@ -419,11 +419,12 @@ Status StateTable<KS, NS, SS, KH>::read_entries(ByteReader& r, std::int32_t key_
   K key{};
   N ns{};
   S state{};
+  const KeyGroupAssigner key_group_of(max_parallelism());
   const auto read_entry = [&]() -> Status {
     const std::size_t at = r.offset();
     state = S{};
     if (Status st = read_record<KS, NS, SS>(r, key, ns, state); !st.ok()) return st;
-    const std::int32_t g = key_group_for_hash(KH{}(key), max_parallelism());
+    const std::int32_t g = key_group_of(KH{}(key));
     if (g != key_group) {
       return r.error_at(at, "expected a key of key group " + std::to_string(key_group) +
                                 " (state \"" + meta().name + "\"), found one of key group " +
