@@ -150,16 +150,22 @@ constexpr void check_parallelism(std::int32_t max_parallelism, std::int32_t para
 }
 }  // namespace detail
 
+namespace detail {
+// The non-negative hash a key group is the remainder of: murmur_hash of the key's hash.
+constexpr std::int32_t key_group_hash(std::int32_t key_hash) noexcept {
+  if (!std::is_constant_evaluated() && COWSTATE_MUTANT(key_group_wrong_hash)) {
+    return key_hash & 0x7fffffff;  // planted bug: the raw hash, unmixed
+  }
+  return murmur_hash(key_hash);
+}
+}  // namespace detail
+
 // The key group of a key whose 32-bit hash is `key_hash`.
 // REQUIRES: 1 <= max_parallelism <= kUpperBoundMaxParallelism (K1).
 constexpr std::int32_t key_group_for_hash(std::int32_t key_hash, std::int32_t max_parallelism) {
   COWSTATE_ASSERT(max_parallelism >= 1 && max_parallelism <= kUpperBoundMaxParallelism, "K1",
                   "max parallelism out of [1, 32768]");
-  std::int32_t mixed = murmur_hash(key_hash);
-  if (!std::is_constant_evaluated() && COWSTATE_MUTANT(key_group_wrong_hash)) {
-    mixed = key_hash & 0x7fffffff;  // planted bug: the raw hash, unmixed
-  }
-  const std::int32_t g = mixed % max_parallelism;
+  const std::int32_t g = detail::key_group_hash(key_hash) % max_parallelism;
   COWSTATE_ASSERT(g >= 0 && g < max_parallelism, "K3", "key group out of [0, max parallelism)");
   return g;
 }
@@ -181,11 +187,8 @@ class KeyGroupAssigner {
   }
 
   constexpr std::int32_t operator()(std::int32_t key_hash) const noexcept {
-    std::int32_t mixed = murmur_hash(key_hash);
-    if (!std::is_constant_evaluated() && COWSTATE_MUTANT(key_group_wrong_hash)) {
-      mixed = key_hash & 0x7fffffff;  // the planted bug of key_group_for_hash
-    }
-    const std::uint64_t low = reciprocal_ * static_cast<std::uint32_t>(mixed);
+    const auto mixed = static_cast<std::uint32_t>(detail::key_group_hash(key_hash));
+    const std::uint64_t low = reciprocal_ * mixed;
     const auto g = static_cast<std::int32_t>((static_cast<U128>(low) * divisor_) >> 64);
     COWSTATE_DEBUG_ASSERT(g >= 0 && static_cast<std::uint32_t>(g) < divisor_, "K3",
                           "key group out of [0, max parallelism)");

@@ -680,7 +680,6 @@ class KeyedStateBackend {
                              std::int32_t max_parallelism = kDefaultMaxParallelism,
                              MapOptions map_options = {}, const TtlTimeProvider* clock = nullptr)
       : range_(range),
-        max_parallelism_(max_parallelism),
         key_groups_(max_parallelism),
         map_options_(map_options),
         clock_(clock != nullptr ? clock : &SystemTtlClock::instance()) {
@@ -699,7 +698,7 @@ class KeyedStateBackend {
   KeyedStateBackend& operator=(const KeyedStateBackend&) = delete;
 
   KeyGroupRange range() const noexcept { return range_; }
-  std::int32_t max_parallelism() const noexcept { return max_parallelism_; }
+  std::int32_t max_parallelism() const noexcept { return key_groups_.max_parallelism(); }
   const TtlTimeProvider& ttl_time_provider() const noexcept { return *clock_; }
   std::int32_t key_group_of(const K& key) const { return key_groups_(KH{}(key)); }
 
@@ -794,7 +793,7 @@ class KeyedStateBackend {
   std::unique_ptr<BackendSnapshot> snapshot(std::uint64_t checkpoint_id) {
     CheckpointHeader header;
     header.checkpoint_id = checkpoint_id;
-    header.max_parallelism = max_parallelism_;
+    header.max_parallelism = max_parallelism();
     header.range = range_;
     header.key_serializer = KS::id;
     for (const auto& t : tables_) header.states.push_back(t->meta());
@@ -818,7 +817,7 @@ class KeyedStateBackend {
     for (const auto& t : tables_) {
       COWSTATE_ASSERT(!t->has_live_snapshot(), "B4", "restore while a snapshot is live");
     }
-    return restore_state_tables(tables_, max_parallelism_, range_, KS::id, inputs, options);
+    return restore_state_tables(tables_, max_parallelism(), range_, KS::id, inputs, options);
   }
 
   bool check_invariants(std::string* why = nullptr) const {
@@ -835,7 +834,7 @@ class KeyedStateBackend {
   [[gnu::noinline, gnu::cold]] Status key_outside_range(std::int32_t g) const {
     return Status::error("key group " + std::to_string(g) + " of the key is outside this " +
                          "backend's key-group range " + range_.to_string() + " (max parallelism " +
-                         std::to_string(max_parallelism_) +
+                         std::to_string(max_parallelism()) +
                          "): the record was routed to the wrong instance");
   }
 
@@ -865,10 +864,10 @@ class KeyedStateBackend {
     if (options.ttl) {  // values stored with their last-access times
       tables_.push_back(
           std::make_unique<StateTable<KS, NS, typename detail::TtlStored<SS>::type, KH>>(
-              std::move(meta), range_, max_parallelism_, map_options_, clock_));
+              std::move(meta), range_, max_parallelism(), map_options_, clock_));
     } else {
       tables_.push_back(std::make_unique<StateTable<KS, NS, SS, KH>>(
-          std::move(meta), range_, max_parallelism_, map_options_));
+          std::move(meta), range_, max_parallelism(), map_options_));
     }
     std::unique_ptr<Handle> handle = make(index);
     Handle& ref = *handle;
@@ -885,8 +884,7 @@ class KeyedStateBackend {
 
   // Set at construction.
   KeyGroupRange range_;
-  std::int32_t max_parallelism_;
-  KeyGroupAssigner key_groups_;  // key_group_for_hash at max_parallelism_
+  KeyGroupAssigner key_groups_;  // key_group_for_hash at the max parallelism
   MapOptions map_options_;
   const TtlTimeProvider* clock_;
 

@@ -772,9 +772,6 @@ class IsolationLane {
   static std::string key_text(std::uint64_t key, std::int32_t ns) {
     return model::to_text(std::make_pair(key, ns));
   }
-  static std::optional<S> optional_of(const S* p) {
-    return p == nullptr ? std::nullopt : std::optional<S>(*p);
-  }
   template <class T>
   static std::optional<std::string> compare(const std::string& what, const T& got, const T& want) {
     if (got == want) return std::nullopt;

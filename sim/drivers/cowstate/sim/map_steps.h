@@ -23,6 +23,13 @@
 
 namespace cowstate::sim {
 
+// The state behind a pointer a map or model returned, as a value to compare; nullopt for
+// none.
+template <class S>
+std::optional<S> optional_of(const S* p) {
+  return p == nullptr ? std::nullopt : std::optional<S>(*p);
+}
+
 template <class Map, class Model>
 class MapSteps {
  public:
@@ -91,10 +98,6 @@ class MapSteps {
     model_.transform(k, n, x, std::forward<ModelFn>(model_fn));
     map_.transform(k, n, x, std::forward<MapFn>(map_fn));
     return std::nullopt;
-  }
-
-  static std::optional<S> optional_of(const S* p) {
-    return p == nullptr ? std::nullopt : std::optional<S>(*p);
   }
 
  private:
