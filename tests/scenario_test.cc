@@ -704,6 +704,22 @@ TEST_CASE("the shrinker reduces a failing backend scenario to the steps the fail
         "writer: list s=events k=4 add 0\nexpect live s=events = {}\n");
 }
 
+TEST_CASE("the shrinker gives each map writer action its simplest operation and data",
+          "[sim][scenario][shrink]") {
+  // A wrong claim that the map is empty: one entry of any value shows it, and the map
+  // workload's simpler variants turn put_and_get_old into put and drop its values, and the
+  // key is renamed to 0 (the namespace stays: the difference names the entry).
+  const ShrinkResult shrunk = shrink_wrong_expectation(
+      "writer: put_and_get_old k=3 ns=2 v=[5,6]\n"
+      "writer: get_mutable k=3 ns=2 then pop 9\n"
+      "writer: remove_and_get_old k=8\n"
+      "expect live = {}\n");
+  CHECK(shrunk.steps_before == 3);
+  CHECK(print_scenario(shrunk.scenario) ==
+        "config capacity=1 min_capacity=1 max_capacity=1\nwriter: put k=0 ns=2 v=[]\n"
+        "expect live = {}\n");
+}
+
 TEST_CASE("the shrinker reduces a failing scenario to the steps the failure needs",
           "[sim][scenario][shrink]") {
   // Forty operations, one snapshot, then a wrong claim about the versions: only the

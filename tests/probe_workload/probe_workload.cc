@@ -253,6 +253,18 @@ class ProbeWorkload final : public WorkloadWithOptions<ProbeOptions> {
   std::string_view name() const override { return skip_remove_ ? "probe_skip_remove" : "probe"; }
   std::string_view summary() const override { return "one map, no snapshots (tests only)"; }
   ScenarioLanguage scenario_language() const override { return {}; }
+  // Its writer drives one map: the map workload's lines, read and written by it.
+  void parse_writer_action(ScenarioReader& in, const ScenarioToken& verb,
+                           Action* a) const override {
+    default_workload().parse_writer_action(in, verb, a);
+  }
+  std::string print_writer_action(const Action& a) const override {
+    return default_workload().print_writer_action(a);
+  }
+  std::vector<Action> simpler_writer_actions(const Action& a) const override {
+    return default_workload().simpler_writer_actions(a);
+  }
+  bool names_entry(const Action& a) const override { return default_workload().names_entry(a); }
   std::unique_ptr<detail::SimCore> make_simulation(const RunConfig& config,
                                                    Strategy& strategy) const override {
     return std::make_unique<ProbeSimulation>(config, strategy, skip_remove_);

@@ -76,6 +76,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/scenario_lines.h"
 #include "core/sim_core.h"
 #include "cowstate/checkpoint.h"
 #include "cowstate/checkpoint_storage.h"
@@ -90,6 +91,11 @@
 namespace cowstate::sim::detail {
 
 namespace {
+
+// A writer action as its scenario line says it ("list s=events k=1 add 7").
+std::string writer_text(const Action& a) {
+  return action_name(a) + backend_lines::print_writer_action(a);
+}
 
 using Key = std::uint64_t;
 using Ns = std::int32_t;
@@ -241,10 +247,6 @@ struct CheckpointRecord {
   bool finished = false;
   bool complete = false;  // committed
 };
-
-std::string range_text(const GroupRange& r) {
-  return std::to_string(r.first) + "-" + std::to_string(r.last);
-}
 
 class BackendSimulation final : public SimCore {
  public:
@@ -791,9 +793,7 @@ model::StateResult call_backend(SimBackend& sb, const Action& a) {
 void BackendSimulation::state_operation(const Action& a) {
   const Key k = a.entry.first;
   const Ns n = a.entry.second;
-  StepLine shown;
-  shown.action = a;
-  const std::string what = print_action(shown);
+  const std::string what = writer_text(a);
   trace("writer " + what);
   const std::int32_t g = key_group_of(k);
   if (!range_.contains(g)) {
@@ -854,9 +854,7 @@ BackendImage BackendSimulation::filtered(const BackendImage& image, std::int64_t
 // `cleanup s=X n=N`: N entries of incremental cleanup; n=all: enough runs to pass over
 // every key group and entry, after which nothing expired may remain.
 void BackendSimulation::run_cleanup(const Action& a) {
-  StepLine shown;
-  shown.action = a;
-  trace("writer " + print_action(shown));
+  trace("writer " + writer_text(a));
   COWSTATE_ASSERT(ttl_.has_value() && is_ttl_state(a.state), "T2",
                   "a cleanup action in a run without TTL");
   auto drive = [&](auto& handle) {
@@ -1336,9 +1334,7 @@ void BackendSimulation::compare(const BackendImage& want, const BackendImage& go
 
 // A scenario's `restore c1 into A [and B [then merge]]`.
 void BackendSimulation::scripted_restore(const Action& a) {
-  StepLine shown;
-  shown.action = a;
-  trace("writer " + print_action(shown));
+  trace("writer " + writer_text(a));
   const CheckpointRecord* rec = named(a.snapshot);
   if (rec == nullptr || !rec->complete) {
     invalid(*tasks_[0], a.snapshot + " is not a complete checkpoint (it " +

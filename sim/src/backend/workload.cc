@@ -2,6 +2,7 @@
 // generated from BackendWorkloadOptions (cowstate/sim/backend_options.h).
 #include "backend/workload.h"
 
+#include "backend/scenario_lines.h"
 #include "backend/simulation.h"
 #include "cowstate/sim/backend_options.h"
 #include "cowstate/sim/run.h"
@@ -18,6 +19,20 @@ class BackendWorkload final : public WorkloadWithOptions<BackendWorkloadOptions>
   }
   ScenarioLanguage scenario_language() const override {
     return {.keyed_states = true, .checkpoints = true, .storage_faults = true};
+  }
+  void parse_writer_action(ScenarioReader& in, const ScenarioToken& verb,
+                           Action* a) const override {
+    backend_lines::parse_writer_action(in, verb, a);
+  }
+  std::string print_writer_action(const Action& a) const override {
+    return backend_lines::print_writer_action(a);
+  }
+  std::vector<Action> simpler_writer_actions(const Action& a) const override {
+    return backend_lines::simpler_writer_actions(a);
+  }
+  bool names_entry(const Action& a) const override { return backend_lines::names_entry(a); }
+  Name parse_state_name(ScenarioReader& in) const override {
+    return backend_lines::parse_state_name(in);
   }
   std::unique_ptr<detail::SimCore> make_simulation(const RunConfig& config,
                                                    Strategy& strategy) const override {

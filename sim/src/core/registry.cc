@@ -5,6 +5,8 @@
 
 #include "backend/workload.h"
 #include "cowstate/assert.h"
+#include "cowstate/sim/scenario.h"
+#include "cowstate/sim/scenario_reader.h"
 #include "cowstate/sim/workload.h"
 #include "map/workload.h"
 
@@ -22,6 +24,10 @@ std::vector<const Workload*>& registry() {
 
 }  // namespace
 
+Name Workload::parse_state_name(ScenarioReader& in) const {
+  in.fail(in.peek(), "no state name: a " + std::string(name()) + " scenario has no states");
+}
+
 const std::vector<const Workload*>& workloads() { return registry(); }
 
 const Workload* find_workload(std::string_view name) {
@@ -29,6 +35,12 @@ const Workload* find_workload(std::string_view name) {
     if (w->name() == name) return w;
   }
   return nullptr;
+}
+
+const Workload& workload_of(const Scenario& scenario) {
+  const Workload* w = find_workload(scenario.config.workload.str());
+  COWSTATE_ASSERT(w != nullptr, "REQUIRES", "a scenario names a registered workload");
+  return *w;
 }
 
 const Workload& default_workload() { return map_workload(); }

@@ -1,23 +1,18 @@
 // The scenario parser: one statement per line, errors at file:line:col saying what was
 // expected and what was found. Grammar in docs/scenario-format.md.
 #include <algorithm>
-#include <bit>
-#include <cctype>
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <istream>
-#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <unordered_map>
 
 #include "cowstate/hooks.h"
 #include "cowstate/sim/scenario.h"
-#include "cowstate/sim/text.h"
+#include "cowstate/sim/scenario_reader.h"
 #include "cowstate/sim/workload.h"
 
 namespace cowstate::sim {
@@ -191,201 +186,82 @@ std::string ParseError::to_string() const {
 
 namespace {
 
-enum class Tok : std::uint8_t { end, word, number, punct };
-
-struct Token {
-  Tok kind = Tok::end;
-  std::string text;
-  int column = 0;  // 1-based
-};
-
-// Thrown inside the parser, turned into ParseError at the top.
-struct Failure {
-  int column;
-  std::string message;
-};
-
-bool is_word_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
-bool is_word_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
-}
-
-// Splits one line (comment already cut) into tokens.
-std::vector<Token> tokenize(std::string_view line) {
-  std::vector<Token> out;
-  std::size_t i = 0;
-  while (i < line.size()) {
-    const char c = line[i];
-    if (c == ' ' || c == '\t' || c == '\r') {
-      ++i;
-      continue;
-    }
-    Token t;
-    t.column = static_cast<int>(i) + 1;
-    if (is_word_start(c)) {
-      const std::size_t start = i;
-      while (i < line.size() && is_word_char(line[i])) ++i;
-      t.kind = Tok::word;
-      t.text = std::string(line.substr(start, i - start));
-    } else if (std::isdigit(static_cast<unsigned char>(c)) ||
-               (c == '-' && i + 1 < line.size() &&
-                std::isdigit(static_cast<unsigned char>(line[i + 1])))) {
-      const std::size_t start = i;
-      ++i;
-      while (i < line.size() && std::isalnum(static_cast<unsigned char>(line[i]))) ++i;
-      t.kind = Tok::number;
-      t.text = std::string(line.substr(start, i - start));
-    } else if (std::string_view(":;={}[](),").find(c) != std::string_view::npos) {
-      t.kind = Tok::punct;
-      t.text = std::string(1, c);
-      ++i;
-    } else {
-      throw Failure{t.column, "unexpected character '" + printable(std::string_view(&c, 1)) + "'"};
-    }
-    out.push_back(std::move(t));
-  }
-  Token end;
-  end.column = static_cast<int>(line.size()) + 1;
-  out.push_back(end);
-  return out;
-}
-
-std::string describe(const Token& t) {
-  switch (t.kind) {
-    case Tok::end:
-      return "end of line";
-    case Tok::number:
-      return "number " + t.text;
-    case Tok::word:
-      return "'" + t.text + "'";
-    case Tok::punct:
-      return "'" + t.text + "'";
-  }
-  return "?";
-}
-
 struct TaskState {
   bool paused = false;  // fixed schedule: its last line stopped at a yield point
   int paused_line = 0;
 };
 
+// Reads configuration, expectations and the releaser's, serializers' and clock's lines; a
+// writer line's action goes to the workload the config line names.
 class Parser {
  public:
   // `items_max` bounds the items the text can make (lines and `;` parts), so the item array
   // is allocated once instead of doubling.
-  Parser(std::string file, std::size_t items_max) : file_(std::move(file)) {
-    scenario_.file = file_;
+  Parser(std::string file, std::size_t items_max) : in_(scenario_.config) {
+    scenario_.file = std::move(file);
     scenario_.items.reserve(items_max);
   }
 
   // Parses one source line into the scenario.
   void line(std::string_view text, int line_no) {
-    line_no_ = line_no;
     const std::size_t hash = text.find('#');
-    toks_ = tokenize(hash == std::string_view::npos ? text : text.substr(0, hash));
-    pos_ = 0;
-    if (peek().kind == Tok::end) return;
-    const Token first = peek();
-    if (first.kind != Tok::word) fail(first, "a statement (config, kills, expect or TASK:)");
+    in_.start_line(hash == std::string_view::npos ? text : text.substr(0, hash), line_no);
+    if (in_.at_end()) return;
+    const ScenarioToken first = in_.peek();
+    if (first.kind != TokenKind::word) fail(first, "a statement (config, kills, expect or TASK:)");
     if (first.text == "config" && !is_task_line()) {
-      next();
+      in_.next();
       config();
     } else if (first.text == "kills" && !is_task_line()) {
-      next();
-      const Token name = want_word("a mutant name");
-      if (!scenario_.kills.empty()) fail(name, "one `kills` per scenario", "a second one");
-      if (mutants::mutant_named(name.text) == mutants::Mutant::none) {
-        std::string names;
-        for (const char* m : mutants::kMutantNames)
-          names += (names.empty() ? "" : ", ") + std::string(m);
-        fail(name, "a mutant of the catalog (" + names + ")");
-      }
-      scenario_.kills = name.text;
+      in_.next();
+      kills();
     } else if (first.text == "expect" && !is_task_line()) {
-      next();
+      in_.next();
       expectation(first);
     } else {
       steps();
     }
-    want_end();
+    in_.want_end();
   }
 
   Scenario finish() { return std::move(scenario_); }
 
-  [[noreturn]] void fail(const Token& t, const std::string& expected) {
-    throw Failure{t.column, "expected " + expected + ", found " + describe(t)};
-  }
-  [[noreturn]] void fail(const Token& t, const std::string& expected, const std::string& found) {
-    throw Failure{t.column, "expected " + expected + ", found " + found};
-  }
-  int line_no() const { return line_no_; }
-
  private:
-  const Token& peek(std::size_t ahead = 0) const {
-    return toks_[std::min(pos_ + ahead, toks_.size() - 1)];
+  [[noreturn]] void fail(const ScenarioToken& t, const std::string& expected) const {
+    in_.fail(t, expected);
   }
-  Token next() {
-    Token t = peek();
-    if (pos_ < toks_.size() - 1) ++pos_;
-    return t;
+  [[noreturn]] void fail(const ScenarioToken& t, const std::string& expected,
+                         const std::string& found) const {
+    in_.fail(t, expected, found);
   }
-  bool is_task_line() const { return peek(1).kind == Tok::punct && peek(1).text == ":"; }
-  bool at_punct(const char* p) const { return peek().kind == Tok::punct && peek().text == p; }
-  Token want_punct(const char* p) {
-    if (!at_punct(p)) fail(peek(), std::string("'") + p + "'");
-    return next();
-  }
-  Token want_word(const std::string& what) {
-    if (peek().kind != Tok::word) fail(peek(), what);
-    return next();
-  }
-  void want_keyword(const char* word) {
-    if (peek().kind != Tok::word || peek().text != word)
-      fail(peek(), std::string("'") + word + "'");
-    next();
-  }
-  void want_end() {
-    if (peek().kind != Tok::end) fail(peek(), "end of line");
+  bool is_task_line() const {
+    return in_.peek(1).kind == TokenKind::punct && in_.peek(1).text == ":";
   }
 
-  template <class T>
-  T number(const std::string& what) {
-    const Token t = peek();
-    if (t.kind != Tok::number) fail(t, what);
-    T v{};
-    const char* b = t.text.data();
-    const char* e = b + t.text.size();
-    auto [p, ec] = std::from_chars(b, e, v);
-    if (ec == std::errc::result_out_of_range) {
-      fail(t, what + " in range [" + std::to_string(std::numeric_limits<T>::min()) + ", " +
-                  std::to_string(std::numeric_limits<T>::max()) + "]");
+  void kills() {
+    const ScenarioToken name = in_.want_word("a mutant name");
+    if (!scenario_.kills.empty()) fail(name, "one `kills` per scenario", "a second one");
+    if (mutants::mutant_named(name.text) == mutants::Mutant::none) {
+      std::string names;
+      for (const char* m : mutants::kMutantNames)
+        names += (names.empty() ? "" : ", ") + std::string(m);
+      fail(name, "a mutant of the catalog (" + names + ")");
     }
-    if (ec != std::errc() || p != e) fail(t, what);
-    next();
-    return v;
-  }
-
-  // key=VALUE, returning the value token position for messages.
-  Token assignment(const char* key) {
-    const Token k = peek();
-    if (k.kind != Tok::word || k.text != key) fail(k, std::string("'") + key + "='");
-    next();
-    want_punct("=");
-    return peek();
+    scenario_.kills = name.text;
   }
 
   void config() {
     // Steps and expectations are read under the configuration (the workload decides which
     // actions and expectations exist), so it cannot change once one of them is read.
     if (seen_statement_) {
-      fail(toks_[0], "config before the first step or expectation",
+      fail(in_.first(), "config before the first step or expectation",
            "'config' after " + std::string(seen_statement_));
     }
-    if (peek().kind == Tok::end) fail(peek(), "a setting (capacity=, hash=, schedule=, ...)");
+    if (in_.at_end()) fail(in_.peek(), "a setting (capacity=, hash=, schedule=, ...)");
     ScenarioConfig& c = scenario_.config;
-    while (peek().kind != Tok::end) {
-      const Token key = want_word("a setting (capacity=, hash=, schedule=, ...)");
-      want_punct("=");
+    while (!in_.at_end()) {
+      const ScenarioToken key = in_.want_word("a setting (capacity=, hash=, schedule=, ...)");
+      in_.want_punct("=");
       if (!schedule_setting(key.text, c) && !map_setting(key.text, c) &&
           !backend_setting(key.text, c)) {
         fail(key,
@@ -401,21 +277,18 @@ class Parser {
   // for another key.
   bool schedule_setting(const std::string& key, ScenarioConfig& c) {
     if (key == "schedule") {
-      const Token v = want_word("'fixed' or 'free'");
-      if (v.text != "fixed" && v.text != "free") fail(v, "'fixed' or 'free'");
-      c.fixed_schedule = v.text == "fixed";
+      c.fixed_schedule = !in_.choice("'fixed' or 'free'", "fixed", "free");
     } else if (key == "seed") {
-      c.seed = number<std::uint64_t>("a seed (a number)");
+      c.seed = in_.number<std::uint64_t>("a seed (a number)");
     } else if (key == "strategy") {
-      const Token v = want_word("'random' or 'pct'");
-      if (v.text != "random" && v.text != "pct") fail(v, "'random' or 'pct'");
-      c.strategy = v.text;
+      c.strategy = in_.choice("'random' or 'pct'", "random", "pct") ? "pct" : "random";
     } else if (key == "pct_depth") {
-      c.pct_depth = positive("a PCT depth (a positive number)", 64);
+      c.pct_depth = in_.positive("a PCT depth (a positive number)", 64);
     } else if (key == "workload") {
-      const Token v = want_word("a workload (" + workload_names() + ")");
+      const ScenarioToken v = in_.want_word("a workload (" + workload_names() + ")");
       const Workload* w = find_workload(v.text);
       if (w == nullptr) fail(v, "a workload (" + workload_names() + ")");
+      workload_ = w;
       language_ = w->scenario_language();
       c.workload = v.text;
     } else {
@@ -426,16 +299,15 @@ class Parser {
 
   // The value of a map's capacity or hash setting; false for another key.
   bool map_setting(const std::string& key, ScenarioConfig& c) {
+    constexpr std::uint32_t kAllocatedMax = ScenarioReader::kAllocatedMax;
     if (key == "capacity" || key == "initial_capacity") {
-      c.initial_capacity = positive("a capacity (a positive number)", kAllocatedMax);
+      c.initial_capacity = in_.positive("a capacity (a positive number)", kAllocatedMax);
     } else if (key == "min_capacity") {
-      c.min_capacity = positive("a capacity (a positive number)", kAllocatedMax);
+      c.min_capacity = in_.positive("a capacity (a positive number)", kAllocatedMax);
     } else if (key == "max_capacity") {
-      c.max_capacity = positive("a capacity (a positive number)", 1u << 30);
+      c.max_capacity = in_.positive("a capacity (a positive number)", 1u << 30);
     } else if (key == "hash") {
-      const Token v = want_word("'default' or 'identity'");
-      if (v.text != "default" && v.text != "identity") fail(v, "'default' or 'identity'");
-      c.identity_hash = v.text == "identity";
+      c.identity_hash = in_.choice("'default' or 'identity'", "default", "identity");
     } else {
       return false;
     }
@@ -446,26 +318,27 @@ class Parser {
   bool backend_setting(const std::string& key, ScenarioConfig& c) {
     if (key == "max_parallelism") {
       c.max_parallelism = static_cast<std::int32_t>(
-          positive("a max parallelism (a positive number)", kMaxParallelism));
+          in_.positive("a max parallelism (a positive number)", ScenarioReader::kMaxParallelism));
     } else if (key == "key_groups") {
-      c.key_groups = group_range("a key-group range FIRST-LAST");
+      c.key_groups = in_.group_range("a key-group range FIRST-LAST");
     } else if (key == "ttl") {
-      c.ttl_ms = bounded("a TTL in ms", 1, kMaxTtl);
+      c.ttl_ms = in_.bounded("a TTL in ms", 1, ScenarioReader::kMaxTtl);
     } else if (key == "ttl_update") {
-      c.ttl_read_refresh = choice("'write' or 'read'", "write", "read");
+      c.ttl_read_refresh = in_.choice("'write' or 'read'", "write", "read");
     } else if (key == "ttl_visibility") {
-      c.ttl_return_expired = choice("'never' or 'expired'", "never", "expired");
+      c.ttl_return_expired = in_.choice("'never' or 'expired'", "never", "expired");
     } else if (key == "ttl_cleanup") {
-      if (peek().kind == Tok::word && peek().text == "none") {
-        next();
+      if (in_.at_word("none")) {
+        in_.next();
         c.ttl_cleanup = 0;
       } else {
-        c.ttl_cleanup = positive("an incremental cleanup size or 'none'", kAllocatedMax);
+        c.ttl_cleanup =
+            in_.positive("an incremental cleanup size or 'none'", ScenarioReader::kAllocatedMax);
       }
     } else if (key == "ttl_key_switch") {
-      c.ttl_key_switch = choice("'off' or 'on'", "off", "on");
+      c.ttl_key_switch = in_.choice("'off' or 'on'", "off", "on");
     } else if (key == "ttl_full_snapshot") {
-      c.ttl_full_snapshot = choice("'off' or 'on'", "off", "on");
+      c.ttl_full_snapshot = in_.choice("'off' or 'on'", "off", "on");
     } else {
       return false;
     }
@@ -482,156 +355,37 @@ class Parser {
     if ((c.ttl_ms != 0 || ttl_set) && !language_.keyed_states) {
       const std::string keyed =
           workload_names([](const Workload& w) { return w.scenario_language().keyed_states; });
-      fail(toks_[0],
+      fail(in_.first(),
            "TTL settings in a workload of keyed state (" + keyed +
                "; TTL is a property of keyed state)",
            "a TTL setting in a " + c.workload.str() + " scenario");
     }
     if (ttl_set && c.ttl_ms == 0) {
-      fail(toks_[0], "ttl=MS with the other TTL settings", "TTL settings without a ttl");
+      fail(in_.first(), "ttl=MS with the other TTL settings", "TTL settings without a ttl");
     }
     if (c.ttl_key_switch && c.ttl_cleanup == 0) {
-      fail(toks_[0], "an incremental cleanup size with ttl_key_switch=on", "ttl_cleanup=none");
+      fail(in_.first(), "an incremental cleanup size with ttl_key_switch=on", "ttl_cleanup=none");
     }
     if (c.key_groups.last >= c.max_parallelism) {
-      fail(toks_[0],
+      fail(in_.first(),
            "key_groups within [0, max_parallelism " + std::to_string(c.max_parallelism) + ")",
-           std::to_string(c.key_groups.first) + "-" + std::to_string(c.key_groups.last));
+           range_text(c.key_groups));
     }
   }
 
-  // Backends a scenario creates are bounded so bad input cannot exhaust memory.
-  static constexpr std::uint32_t kMaxParallelism = 1024;
-  // A TTL (and a clock step) fits in int64 ms with room to add them without overflow.
-  static constexpr std::uint64_t kMaxTtl = std::uint64_t{1} << 62;
-
-  // One of two words; true for the second.
-  bool choice(const std::string& what, const char* first, const char* second) {
-    const Token v = want_word(what);
-    if (v.text != first && v.text != second) fail(v, what);
-    return v.text == second;
-  }
-
-  // FIRST-LAST (the tokenizer reads "-LAST" as a negative number).
-  GroupRange group_range(const std::string& what) {
-    const Token at = peek();
-    GroupRange r;
-    r.first = static_cast<std::int32_t>(number<std::uint32_t>(what + " (a number, then -LAST)"));
-    const Token last = peek();
-    if (last.kind != Tok::number || last.text[0] != '-') fail(last, "'-' and the last key group");
-    r.last = -number<std::int32_t>("'-' and the last key group");
-    if (r.first > r.last || r.last >= static_cast<std::int32_t>(kMaxParallelism)) {
-      fail(at, what + " with FIRST <= LAST < " + std::to_string(kMaxParallelism),
-           std::to_string(r.first) + "-" + std::to_string(r.last));
-    }
-    return r;
-  }
-
-  // A range a checkpoint is restored into, within the scenario's max parallelism.
-  GroupRange target_range(const std::string& what) {
-    const Token at = peek();
-    const GroupRange r = group_range(what);
-    if (r.last >= scenario_.config.max_parallelism) {
-      fail(at, what + " below max_parallelism " + std::to_string(scenario_.config.max_parallelism),
-           "'" + std::to_string(r.first) + "-" + std::to_string(r.last) + "'");
-    }
-    return r;
-  }
-
-  // Capacities a scenario allocates up front are bounded so bad input cannot exhaust memory.
-  static constexpr std::uint32_t kAllocatedMax = 1u << 20;
-
-  std::uint32_t positive(const std::string& what, std::uint32_t max) {
-    const Token t = peek();
-    const auto v = number<std::uint32_t>(what);
-    if (v == 0 || v > max) fail(t, what + " in [1, " + std::to_string(max) + "]", t.text);
-    return v;
-  }
-
-  std::uint64_t bounded(const std::string& what, std::uint64_t min, std::uint64_t max) {
-    const Token t = peek();
-    const auto v = number<std::uint64_t>(what + " (a number)");
-    if (v < min || v > max) {
-      fail(t, what + " in [" + std::to_string(min) + ", " + std::to_string(max) + "]", t.text);
-    }
-    return v;
-  }
-
-  EntryKey key_ref() {
-    if (at_punct("(")) {
-      next();
-      const auto k = number<std::uint64_t>("a key (a number)");
-      want_punct(",");
-      const auto n = number<std::int32_t>("a namespace (a number)");
-      want_punct(")");
-      return {k, n};
-    }
-    return {number<std::uint64_t>("a key: a number, or (key,namespace)"), 0};
-  }
-
-  StateValue value() {
-    StateValue v;
-    if (at_punct("[")) {
-      next();
-      if (!at_punct("]")) {
-        v.push_back(number<std::int64_t>("a number"));
-        while (at_punct(",")) {
-          next();
-          v.push_back(number<std::int64_t>("a number"));
-        }
-      }
-      want_punct("]");
-      return v;
-    }
-    v.push_back(number<std::int64_t>("a value: a number or [n, ...]"));
-    return v;
-  }
-
-  ScenarioImage image() {
-    ScenarioImage out;
-    want_punct("{");
-    if (!at_punct("}")) {
-      for (;;) {
-        const Token at = peek();
-        const EntryKey k = key_ref();
-        want_punct(":");
-        if (!out.emplace(k, value()).second) fail(at, "each entry once", "a repeated entry");
-        if (!at_punct(",")) break;
-        next();
-      }
-    }
-    want_punct("}");
-    return out;
-  }
-
-  std::set<EntryKey> key_set() {
-    std::set<EntryKey> out;
-    want_punct("{");
-    if (!at_punct("}")) {
-      for (;;) {
-        const Token at = peek();
-        if (!out.insert(key_ref()).second) fail(at, "each entry once", "a repeated entry");
-        if (!at_punct(",")) break;
-        next();
-      }
-    }
-    want_punct("}");
-    return out;
-  }
-
-  void expectation(const Token& start) {
+  void expectation(const ScenarioToken& start) {
     if (seen_statement_ == nullptr) seen_statement_ = "an expectation";
     Expectation e;
-    e.line = line_no_;
+    e.line = in_.line_no();
     e.column = start.column;
-    const Token what = want_word(
+    const ScenarioToken what = in_.want_word(
         "a snapshot name, 'live', 'copied', 'versions', 'retired', 'failure' or 'latest'");
     if (what.text == "latest") {
       if (!language_.checkpoints) fail(what, expectation_of_workload(), "'latest'");
       e.kind = ExpectKind::latest;
-      const Token name = want_word("a checkpoint name or 'none'");
-      if (name.text != "none" && !snapshots_.count(name.text)) {
-        fail(name, "'none' or a checkpoint started above (" + known_snapshots() + ")");
+      const ScenarioToken name = in_.want_word("a checkpoint name or 'none'");
+      if (name.text != "none" && !in_.started(name.text)) {
+        fail(name, "'none' or a checkpoint started above (" + in_.started_list() + ")");
       }
       e.target = name.text;
     } else if (what.text == "copied") {
@@ -639,23 +393,20 @@ class Parser {
     } else if (what.text == "versions") {
       if (!language_.map_internals) fail(what, expectation_of_workload(), "'versions'");
       e.kind = ExpectKind::versions;
-      assignment("map");
-      e.a = number<std::uint32_t>("a map version");
-      assignment("h");
-      e.b = number<std::uint32_t>("a highest required version");
+      in_.assignment("map");
+      e.a = in_.number<std::uint32_t>("a map version");
+      in_.assignment("h");
+      e.b = in_.number<std::uint32_t>("a highest required version");
     } else if (what.text == "retired") {
       if (!language_.map_internals) fail(what, expectation_of_workload(), "'retired'");
       e.kind = ExpectKind::retired;
-      assignment("entries");
-      e.a = number<std::uint32_t>("a count of retired entries");
-      assignment("states");
-      e.b = number<std::uint32_t>("a count of retired states");
+      in_.assignment("entries");
+      e.a = in_.number<std::uint32_t>("a count of retired entries");
+      in_.assignment("states");
+      e.b = in_.number<std::uint32_t>("a count of retired states");
     } else if (what.text == "failure") {
       e.kind = ExpectKind::failure;
-      const Token check = peek();
-      if (check.kind != Tok::word) fail(check, "a check id (result, image, I3, ...)");
-      next();
-      e.target = check.text;
+      e.target = in_.want_word("a check id (result, image, I3, ...)").text;
     } else {
       image_expectation(what, e);
     }
@@ -663,448 +414,190 @@ class Parser {
   }
 
   // `expect copied entries={...} states={...}` or `expect copied nothing`, after `copied`.
-  void copied_expectation(const Token& what, Expectation& e) {
+  void copied_expectation(const ScenarioToken& what, Expectation& e) {
     if (!language_.map_internals) fail(what, expectation_of_workload(), "'copied'");
     if (!scenario_.config.fixed_schedule) {
       fail(what, "an expectation that holds in any interleaving",
            "'copied' in a free schedule (it needs schedule=fixed)");
     }
     e.kind = ExpectKind::copied;
-    if (peek().kind == Tok::word && peek().text == "nothing") {
-      next();
+    if (in_.at_word("nothing")) {
+      in_.next();
       return;
     }
-    assignment("entries");
-    e.copied_entries = key_set();
-    assignment("states");
-    e.copied_states = key_set();
+    in_.assignment("entries");
+    e.copied_entries = in_.key_set();
+    in_.assignment("states");
+    e.copied_states = in_.key_set();
   }
 
   // `expect NAME|live [into RANGE] [s=STATE] = {...}`, after the name.
-  void image_expectation(const Token& what, Expectation& e) {
+  void image_expectation(const ScenarioToken& what, Expectation& e) {
     e.kind = ExpectKind::image;
-    if (what.text != "live" && !snapshots_.count(what.text)) {
-      fail(what, "'live' or a snapshot started above (" + known_snapshots() + ")");
+    if (what.text != "live" && !in_.started(what.text)) {
+      fail(what, "'live' or a snapshot started above (" + in_.started_list() + ")");
     }
     e.target = what.text;
     if (language_.keyed_states) {
-      if (peek().kind == Tok::word && peek().text == "into") {
-        if (what.text == "live") fail(peek(), "'s='", "'into' after 'live'");
-        next();
-        e.into = target_range("a key-group range FIRST-LAST");
+      if (in_.at_word("into")) {
+        if (what.text == "live") fail(in_.peek(), "'s='", "'into' after 'live'");
+        in_.next();
+        e.into = in_.target_range("a key-group range FIRST-LAST");
       }
-      assignment("s");
-      e.state = state_name(nullptr);
+      in_.assignment("s");
+      e.state = workload_->parse_state_name(in_);
     }
-    want_punct("=");
-    e.image = image();
+    in_.want_punct("=");
+    e.image = in_.image();
   }
 
   std::string expectation_of_workload() const {
     return "an expectation of the " + scenario_.config.workload.str() + " workload";
   }
 
-  std::string known_snapshots() const {
-    if (snapshots_.empty()) return "none yet";
-    std::string out;
-    for (const auto& [name, line] : snapshots_) out += (out.empty() ? "" : ", ") + name;
-    return out;
-  }
-
   void steps() {
-    const Token task = want_word("a task (writer, releaser or a snapshot name)");
-    want_punct(":");
-    const bool writer = task.text == "writer";
-    const bool releaser = task.text == "releaser";
+    const ScenarioToken task = in_.want_word("a task (writer, releaser or a snapshot name)");
+    in_.want_punct(":");
     const bool clock = task.text == "clock" && scenario_.config.ttl_ms != 0;
     if (task.text == "clock" && !clock) {
       fail(task, "a task: writer, releaser or a snapshot (a clock task needs config ttl=MS)");
     }
-    if (!writer && !releaser && !clock && !snapshots_.count(task.text)) {
+    if (task.text != "writer" && task.text != "releaser" && !clock && !in_.started(task.text)) {
       fail(task, std::string("a task: writer, releaser, ") +
                      (scenario_.config.ttl_ms != 0 ? "clock, " : "") +
-                     "or a snapshot started above (" + known_snapshots() + ")");
+                     "or a snapshot started above (" + in_.started_list() + ")");
     }
     if (seen_statement_ == nullptr) seen_statement_ = "a step";
     for (;;) {
       StepLine s;
       s.task = task.text;
-      s.line = line_no_;
-      s.column = peek().column;
-      action(s, writer, releaser);
-      if (peek().kind == Tok::word && peek().text == "pause") {
-        const Token p = next();
-        if (!scenario_.config.fixed_schedule) {
-          fail(p, "no `pause at` in a free schedule (the strategy chooses where tasks pause)",
-               "'pause'");
-        }
-        const ActionKind k = s.action.kind;
-        if (s.action.is(OpKind::snapshot_start) || k == ActionKind::cancel ||
-            k == ActionKind::keep || k == ActionKind::release || k == ActionKind::checkpoint ||
-            k == ActionKind::restore || k == ActionKind::fail || k == ActionKind::advance) {
-          fail(p, "end of line (`" + std::string(action_name(s.action)) + "` has no yield point)",
-               "'pause'");
-        }
-        want_keyword("at");
-        const Token point = peek();
-        if (point.kind != Tok::word) fail(point, "a yield point");
-        bool known = false;
-        std::string list;
-        for (const std::string& y : yield_points()) {
-          known = known || y == point.text;
-          list += (list.empty() ? "" : ", ") + y;
-        }
-        if (!known) fail(point, "a yield point (" + list + ")");
-        next();
-        s.pause = point.text;
-      }
+      s.line = in_.line_no();
+      s.column = in_.peek().column;
+      action(s);
+      if (in_.at_word("pause")) s.pause = pause(s.action);
       track_pause(s, task);
       scenario_.items.emplace_back(std::move(s));
-      if (!at_punct(";")) break;
-      next();
+      if (!in_.at_punct(";")) break;
+      in_.next();
     }
   }
 
+  // `pause at POINT` of a fixed schedule, for an action with a yield point.
+  Name pause(const Action& a) {
+    const ScenarioToken p = in_.next();
+    if (!scenario_.config.fixed_schedule) {
+      fail(p, "no `pause at` in a free schedule (the strategy chooses where tasks pause)",
+           "'pause'");
+    }
+    const ActionKind k = a.kind;
+    if (a.is(OpKind::snapshot_start) || k == ActionKind::cancel || k == ActionKind::keep ||
+        k == ActionKind::release || k == ActionKind::checkpoint || k == ActionKind::restore ||
+        k == ActionKind::fail || k == ActionKind::advance) {
+      fail(p, "end of line (`" + std::string(action_name(a)) + "` has no yield point)", "'pause'");
+    }
+    in_.want_keyword("at");
+    const ScenarioToken point = in_.peek();
+    if (point.kind != TokenKind::word) fail(point, "a yield point");
+    std::string list;
+    for (const std::string& y : yield_points()) {
+      if (y == point.text) return in_.next().text;
+      list += (list.empty() ? "" : ", ") + y;
+    }
+    fail(point, "a yield point (" + list + ")");
+  }
+
   // Fixed schedules: a paused task's next line must be `continue`, and only then.
-  void track_pause(const StepLine& s, const Token& task) {
+  void track_pause(const StepLine& s, const ScenarioToken& task) {
     if (!scenario_.config.fixed_schedule) return;
     TaskState& st = tasks_[s.task];
     if (s.action.kind == ActionKind::resume && !st.paused) {
       fail(task, "'continue' only after a step that paused", s.task + " is not paused");
     }
     if (s.action.kind != ActionKind::resume && st.paused) {
-      throw Failure{s.column, "expected 'continue' (" + s.task + " paused at line " +
-                                  std::to_string(st.paused_line) + "), found '" +
-                                  action_name(s.action) + "'"};
+      throw ScenarioSyntaxError{s.column, "expected 'continue' (" + s.task + " paused at line " +
+                                              std::to_string(st.paused_line) + "), found '" +
+                                              action_name(s.action) + "'"};
     }
     st.paused = !s.pause.empty();
-    st.paused_line = line_no_;
+    st.paused_line = in_.line_no();
   }
 
-  void action(StepLine& s, bool writer, bool releaser) {
-    const Token verb = want_word("an action");
+  void action(StepLine& s) {
+    const ScenarioToken verb = in_.want_word("an action");
     Action& a = s.action;
-    const std::string& v = verb.text;
-    if (v == "continue") {
+    if (verb.text == "continue") {
       a.kind = ActionKind::resume;
       if (!scenario_.config.fixed_schedule) {
         fail(verb, "an action ('continue' belongs to fixed schedules)", "'continue'");
       }
-      return;
-    }
-    if (s.task == "clock" && !writer && !releaser && !snapshots_.count(s.task)) {
-      if (v != "advance") fail(verb, "a clock action (advance MS)");
+    } else if (s.task == "writer") {
+      workload_->parse_writer_action(in_, verb, &a);
+    } else if (s.task == "releaser") {
+      releaser_action(verb, a);
+    } else if (s.task == "clock" && !in_.started(s.task)) {
+      if (verb.text != "advance") fail(verb, "a clock action (advance MS)");
       a.kind = ActionKind::advance;
-      a.x = static_cast<std::int64_t>(bounded("a time in ms", 0, kMaxTtl));
-    } else if (writer && language_.keyed_states) {
-      backend_writer_action(verb, a);
-    } else if (writer) {
-      writer_action(verb, a);
-    } else if (releaser) {
-      if (v == "cancel") {
-        a.kind = ActionKind::cancel;
-      } else if (v == "keep") {
-        a.kind = ActionKind::keep;
-      } else if (v == "release" && language_.checkpoints) {
-        fail(verb, "'cancel' or 'keep' (a checkpoint is stopped by cancelling it)", "'release'");
-      } else if (v == "release") {
-        if (!scenario_.config.fixed_schedule) {
-          fail(verb,
-               "'cancel' (a free schedule may run a release while the serializer is inside "
-               "a step)",
-               "'release'");
-        }
-        a.kind = ActionKind::release;
-      } else {
-        fail(verb, "a releaser action (cancel, keep, release or continue)");
-      }
-      const Token name = want_word("a snapshot name");
-      if (!snapshots_.count(name.text)) {
-        fail(name, "a snapshot started above (" + known_snapshots() + ")");
-      }
-      a.snapshot = name.text;
-    } else if (v == "fail" && language_.storage_faults) {
-      a.kind = ActionKind::fail;
-      want_keyword("at");
-      want_keyword("write");
-      const Token t = peek();
-      a.budget = number<std::uint32_t>("a file operation number N >= 1");
-      if (a.budget == 0) fail(t, "a file operation number N >= 1", "0");
+      a.x = static_cast<std::int64_t>(in_.bounded("a time in ms", 0, ScenarioReader::kMaxTtl));
     } else {
-      if (v != "step") {
-        fail(verb, language_.storage_faults
-                       ? "a serializer action (step N, step all, fail at write N or continue)"
-                       : "a serializer action (step N, step all or continue)");
-      }
-      a.kind = ActionKind::step;
-      if (peek().kind == Tok::word && peek().text == "all") {
-        next();
-        a.budget = 0;
-      } else {
-        const Token t = peek();
-        a.budget = number<std::uint32_t>("a number of entries or 'all'");
-        if (a.budget == 0) fail(t, "a number of entries >= 1 or 'all'", "0");
-      }
+      serializer_action(verb, a);
     }
   }
 
-  // s=NAME: one of the backend's states; of kind `kind` unless that is null.
-  std::string state_name(const ActionKind* kind) {
-    const Token t = want_word("a state name");
-    std::string names;
-    for (const BackendStateInfo& info : backend_states()) {
-      if (t.text == info.name && (kind == nullptr || *kind == info.kind)) return t.text;
-      if (kind == nullptr || *kind == info.kind) {
-        names += (names.empty() ? "" : ", ") + std::string(info.name);
+  // `cancel|keep|release NAME`.
+  void releaser_action(const ScenarioToken& verb, Action& a) {
+    const std::string& v = verb.text;
+    if (v == "cancel") {
+      a.kind = ActionKind::cancel;
+    } else if (v == "keep") {
+      a.kind = ActionKind::keep;
+    } else if (v == "release" && language_.checkpoints) {
+      fail(verb, "'cancel' or 'keep' (a checkpoint is stopped by cancelling it)", "'release'");
+    } else if (v == "release") {
+      if (!scenario_.config.fixed_schedule) {
+        fail(verb,
+             "'cancel' (a free schedule may run a release while the serializer is inside "
+             "a step)",
+             "'release'");
       }
+      a.kind = ActionKind::release;
+    } else {
+      fail(verb, "a releaser action (cancel, keep, release or continue)");
     }
-    fail(t, kind == nullptr ? "a state name (" + names + ")"
-                            : "the " + std::string(action_name(*kind)) + " state (" + names + ")");
+    a.snapshot = in_.started_task("a snapshot").text;
   }
 
-  std::vector<std::int32_t> namespace_list() {
-    std::vector<std::int32_t> out;
-    want_punct("[");
-    if (!at_punct("]")) {
-      out.push_back(number<std::int32_t>("a namespace (a number)"));
-      while (at_punct(",")) {
-        next();
-        out.push_back(number<std::int32_t>("a namespace (a number)"));
-      }
-    }
-    want_punct("]");
-    return out;
-  }
-
-  // A writer line of the backend workload (grammar in docs/scenario-format.md).
-  void backend_writer_action(const Token& verb, Action& a) {
-    static const std::map<std::string, ActionKind> kWriter = {
-        {"value", ActionKind::value_state},
-        {"list", ActionKind::list_state},
-        {"map", ActionKind::map_state},
-        {"reducing", ActionKind::reducing_state},
-        {"aggregating", ActionKind::aggregating_state},
-        {"checkpoint", ActionKind::checkpoint},
-        {"restore", ActionKind::restore}};
-    const bool ttl = scenario_.config.ttl_ms != 0;
-    if (ttl && verb.text == "cleanup") return cleanup_action(a);
-    auto it = kWriter.find(verb.text);
-    if (it == kWriter.end()) {
-      fail(verb, std::string("a writer action of the backend workload (value, list, map, "
-                             "reducing, aggregating, checkpoint, restore, ") +
-                     (ttl ? "cleanup, " : "") + "or continue)");
-    }
-    a.kind = it->second;
-    if (a.kind == ActionKind::checkpoint) {
-      const Token name = want_word("a checkpoint name");
-      new_task_name(name, "a checkpoint name", "a new checkpoint name");
-      a.snapshot = name.text;
+  // `step N|all`, or `fail at write N` where storage faults exist.
+  void serializer_action(const ScenarioToken& verb, Action& a) {
+    if (verb.text == "fail" && language_.storage_faults) {
+      a.kind = ActionKind::fail;
+      in_.want_keyword("at");
+      in_.want_keyword("write");
+      const ScenarioToken t = in_.peek();
+      a.budget = in_.number<std::uint32_t>("a file operation number N >= 1");
+      if (a.budget == 0) fail(t, "a file operation number N >= 1", "0");
       return;
     }
-    if (a.kind == ActionKind::restore) return restore_action(a);
-    assignment("s");
-    a.state = state_name(&a.kind);
-    keyed(a);
-    a.op = state_op(a.kind);
-    state_operands(a);
-  }
-
-  // `cleanup s=STATE n=N|all`.
-  void cleanup_action(Action& a) {
-    a.kind = ActionKind::cleanup;
-    assignment("s");
-    const Token t = peek();
-    a.state = state_name(nullptr);
-    if (!is_ttl_state(a.state)) fail(t, "a state with TTL (count, events or attrs)");
-    assignment("n");
-    if (peek().kind == Tok::word && peek().text == "all") {
-      next();
-      a.budget = 0;  // every entry, then nothing expired may remain
+    if (verb.text != "step") {
+      fail(verb, language_.storage_faults
+                     ? "a serializer action (step N, step all, fail at write N or continue)"
+                     : "a serializer action (step N, step all or continue)");
+    }
+    a.kind = ActionKind::step;
+    if (in_.at_word("all")) {
+      in_.next();
+      a.budget = 0;
     } else {
-      a.budget = positive("a number of entries to visit or 'all'", kAllocatedMax);
+      const ScenarioToken t = in_.peek();
+      a.budget = in_.number<std::uint32_t>("a number of entries or 'all'");
+      if (a.budget == 0) fail(t, "a number of entries >= 1 or 'all'", "0");
     }
   }
 
-  // `restore NAME into RANGE [and RANGE [then merge]]`, after the verb.
-  void restore_action(Action& a) {
-    const Token name = want_word("a checkpoint name");
-    if (!snapshots_.count(name.text)) {
-      fail(name, "a checkpoint started above (" + known_snapshots() + ")");
-    }
-    a.snapshot = name.text;
-    want_keyword("into");
-    a.extras.set().into = target_range("a key-group range FIRST-LAST");
-    if (peek().kind != Tok::word || peek().text != "and") return;
-    next();
-    const Token second = peek();
-    ActionExtras& ranges = a.extras.set();
-    ranges.also = target_range("a second key-group range FIRST-LAST");
-    const GroupRange& into = ranges.into;
-    const GroupRange& also = ranges.also;
-    if (also.first <= into.last && into.first <= also.last) {
-      fail(second,
-           "a second range apart from the first (" + std::to_string(into.first) + "-" +
-               std::to_string(into.last) + "): the two backends of a split own distinct key groups",
-           "'" + std::to_string(also.first) + "-" + std::to_string(also.last) + "'");
-    }
-    if (peek().kind == Tok::word && peek().text == "then") {
-      next();
-      want_keyword("merge");
-      ranges.merge_back = true;
-    }
-  }
-
-  // The operation word of a state action: one the state's kind has.
-  StateOp state_op(ActionKind kind) {
-    const Token op = want_word("an operation");
-    const std::vector<StateOp> ops = [&]() -> std::vector<StateOp> {
-      switch (kind) {
-        case ActionKind::value_state:
-          return {StateOp::update, StateOp::get, StateOp::clear};
-        case ActionKind::list_state:
-          return {StateOp::add, StateOp::add_all, StateOp::update,
-                  StateOp::get, StateOp::clear,   StateOp::merge};
-        case ActionKind::map_state:
-          return {StateOp::put, StateOp::remove, StateOp::get, StateOp::clear};
-        default:
-          return {StateOp::add, StateOp::get, StateOp::clear, StateOp::merge};
-      }
-    }();
-    std::string names;
-    for (StateOp o : ops) {
-      if (op.text == state_op_name(o)) return o;
-      names += (names.empty() ? "" : ", ") + std::string(state_op_name(o));
-    }
-    fail(op, "an operation of a " + std::string(action_name(kind)) + " state (" + names + ")");
-  }
-
-  // What follows a state action's operation word: its number, values or sources.
-  void state_operands(Action& a) {
-    switch (a.op) {
-      case StateOp::update:
-        if (a.kind == ActionKind::list_state) {
-          a.value = value();
-        } else {
-          a.x = number<std::int64_t>("a number");
-        }
-        return;
-      case StateOp::add:
-        a.x = number<std::int64_t>("a number");
-        return;
-      case StateOp::add_all:
-        a.value = value();
-        return;
-      case StateOp::put:
-        a.x = number<std::int64_t>("a user key (a number)");
-        a.value = {number<std::int64_t>("a user value (a number)")};
-        return;
-      case StateOp::remove:
-        a.x = number<std::int64_t>("a user key (a number)");
-        return;
-      case StateOp::get:
-        if (a.kind == ActionKind::map_state) a.x = number<std::int64_t>("a user key (a number)");
-        return;
-      case StateOp::merge:
-        a.extras.set().sources = namespace_list();
-        return;
-      case StateOp::clear:
-        return;
-    }
-  }
-
-  // A name for a new serializer task (snapshot or checkpoint).
-  void new_task_name(const Token& name, const std::string& what, const std::string& fresh) {
-    if (name.text == "writer" || name.text == "releaser" || name.text == "clock" ||
-        name.text == "live" || name.text == "config" || name.text == "expect" ||
-        name.text == "kills" || name.text == "latest" || name.text == "none") {
-      fail(name, what, "the reserved word '" + name.text + "'");
-    }
-    if (snapshots_.count(name.text)) {
-      fail(name, fresh,
-           "'" + name.text + "', started at line " + std::to_string(snapshots_[name.text]));
-    }
-    snapshots_[name.text] = line_no_;
-  }
-
-  void keyed(Action& a) {
-    assignment("k");
-    a.entry.first = number<std::uint64_t>("a key (a number)");
-    if (peek().kind == Tok::word && peek().text == "ns") {
-      assignment("ns");
-      a.entry.second = number<std::int32_t>("a namespace (a number)");
-    }
-  }
-
-  void writer_action(const Token& verb, Action& a) {
-    const auto it = std::find_if(kWriterOps.begin(), kWriterOps.end(),
-                                 [&verb](OpKind k) { return verb.text == op_word(k); });
-    if (it == kWriterOps.end()) {
-      std::string words;
-      for (const OpKind k : kWriterOps) words += std::string(op_word(k)) + ", ";
-      words.resize(words.size() - 2);
-      fail(verb, "a writer action (" + words + " or continue)");
-    }
-    a.kind = ActionKind::map_op;
-    a.map_op = *it;
-    switch (a.map_op) {
-      case OpKind::put:
-      case OpKind::put_and_get_old:
-        keyed(a);
-        assignment("v");
-        a.value = value();
-        return;
-      case OpKind::remove:
-      case OpKind::remove_and_get_old:
-      case OpKind::get:
-      case OpKind::contains:
-        keyed(a);
-        return;
-      case OpKind::get_mutable: {
-        keyed(a);
-        want_keyword("then");
-        const Token m = want_word("'append', 'overwrite' or 'pop'");
-        if (m.text == "append") {
-          a.mutation = Mutation::append;
-        } else if (m.text == "overwrite") {
-          a.mutation = Mutation::overwrite;
-        } else if (m.text == "pop") {
-          a.mutation = Mutation::pop;
-        } else {
-          fail(m, "'append', 'overwrite' or 'pop'");
-        }
-        a.x = number<std::int64_t>("a number");
-        return;
-      }
-      case OpKind::transform:
-        keyed(a);
-        want_keyword("append");
-        a.x = number<std::int64_t>("a number");
-        return;
-      case OpKind::snapshot_start: {
-        const Token name = want_word("a snapshot name");
-        new_task_name(name, "a snapshot name", "a new snapshot name");
-        a.snapshot = name.text;
-        return;
-      }
-      case OpKind::visit:
-        assignment("budget");
-        a.budget = number<std::uint32_t>("a number of buckets");
-        assignment("salt");
-        a.extras.set().salt = number<std::uint64_t>("a number");
-        return;
-      case OpKind::snapshot_release:
-        return;  // not a writer operation: kWriterOps has no snapshot_release
-    }
-  }
-
-  std::string file_;
   Scenario scenario_;
+  ScenarioReader in_;  // after scenario_: reads its config
+  const Workload* workload_ = &default_workload();
   ScenarioLanguage language_ = default_workload().scenario_language();
-  std::vector<Token> toks_;
-  std::size_t pos_ = 0;
-  int line_no_ = 0;
   const char* seen_statement_ = nullptr;  // what first closed the configuration
-  std::map<std::string, int> snapshots_;  // name -> line of its start
   std::map<std::string, TaskState> tasks_;
 };
 
@@ -1124,11 +617,11 @@ std::optional<Scenario> parse_lines(NextLine&& next, std::size_t items_max, cons
     while (next(line)) {
       ++line_no;
       if (const std::size_t nul = line.find('\0'); nul != std::string_view::npos) {
-        throw Failure{static_cast<int>(nul) + 1, "expected text, found a NUL byte"};
+        throw ScenarioSyntaxError{static_cast<int>(nul) + 1, "expected text, found a NUL byte"};
       }
       parser.line(line, line_no);
     }
-  } catch (const Failure& f) {
+  } catch (const ScenarioSyntaxError& f) {
     if (error != nullptr) *error = ParseError{file, line_no, f.column, f.message};
     return std::nullopt;
   }

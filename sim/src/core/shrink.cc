@@ -75,12 +75,6 @@ bool starts_task(const Action& a) {
   return a.is(OpKind::snapshot_start) || a.kind == ActionKind::checkpoint;
 }
 
-bool is_backend_state(ActionKind k) {
-  return k == ActionKind::value_state || k == ActionKind::list_state ||
-         k == ActionKind::map_state || k == ActionKind::reducing_state ||
-         k == ActionKind::aggregating_state;
-}
-
 // A step line with the `continue` lines that finish it: the unit the shrinker deletes.
 struct Group {
   std::vector<std::size_t> items;  // indices into Scenario::items
@@ -308,7 +302,7 @@ class Shrinker {
     for (std::size_t i = 0; i < best_.items.size() && !out_of_budget(); ++i) {
       auto* line = std::get_if<StepLine>(&best_.items[i]);
       if (line == nullptr) continue;
-      for (const Action& a : simpler(line->action)) {
+      for (const Action& a : simpler(workload_of(best_), *line)) {
         Scenario c = best_;
         std::get<StepLine>(c.items[i]).action = a;
         if (try_candidate(c)) {
@@ -322,7 +316,7 @@ class Shrinker {
     std::set<std::uint64_t> keys;
     for (const ScenarioItem& item : best_.items) {
       if (const auto* l = std::get_if<StepLine>(&item)) {
-        if (is_keyed(l->action)) keys.insert(l->action.entry.first);
+        if (names_entry(workload_of(best_), *l)) keys.insert(l->action.entry.first);
       } else if (const Expectation* e = expectation_of(item)) {
         for (const auto& [k, v] : e->image) keys.insert(k.first);
         for (const EntryKey& k : e->copied_entries) keys.insert(k.first);
@@ -429,14 +423,11 @@ class Shrinker {
     return failure_.check != "expect" || (r.failed_line == expect_line_ && r.difference == want);
   }
 
-  static bool is_keyed(const Action& a) {
-    return is_backend_state(a.kind) || (a.kind == ActionKind::map_op && names_key(a.map_op));
-  }
-
   static void rename_key(Scenario& s, std::uint64_t from, std::uint64_t to) {
+    const Workload& w = workload_of(s);
     for (ScenarioItem& item : s.items) {
       if (auto* l = std::get_if<StepLine>(&item)) {
-        if (is_keyed(l->action) && l->action.entry.first == from) l->action.entry.first = to;
+        if (names_entry(w, *l) && l->action.entry.first == from) l->action.entry.first = to;
       } else {
         Expectation& e = *expectation_of(item);
         ScenarioImage image;
@@ -452,51 +443,24 @@ class Shrinker {
     }
   }
 
-  static std::vector<Action> simpler(const Action& a) {
+  // Whether a step line's entry names an entry of the workload's state.
+  static bool names_entry(const Workload& w, const StepLine& l) {
+    return l.task == "writer" && l.action.kind != ActionKind::resume && w.names_entry(l.action);
+  }
+
+  // The same step on simpler data: the workload's variants of a writer action, a clock
+  // step of no time, a serializer step of all that is left.
+  static std::vector<Action> simpler(const Workload& w, const StepLine& line) {
+    const Action& a = line.action;
+    if (line.task == "writer" && a.kind != ActionKind::resume) return w.simpler_writer_actions(a);
     std::vector<Action> out;
     auto variant = [&out, &a](auto&& change) {
       Action b = a;
       change(b);
       if (!(b == a)) out.push_back(std::move(b));
     };
-    if (is_backend_state(a.kind)) {  // arities are fixed by the operation: only smaller data
-      variant([](Action& b) { b.entry.second = 0; });
-      if (a.x != 0) variant([](Action& b) { b.x = 0; });
-      if (a.op == StateOp::put && a.value != StateValue{0}) {
-        variant([](Action& b) { b.value = {0}; });
-      }
-      if (a.op == StateOp::add_all || a.op == StateOp::update) {
-        variant([](Action& b) { b.value.clear(); });
-        variant([](Action& b) { b.value.resize(std::min<std::size_t>(b.value.size(), 1)); });
-      }
-      if (a.extras.get().sources.size() > 1)
-        variant([](Action& b) { b.extras.set().sources.resize(1); });
-      return out;
-    }
-    if (is_keyed(a)) variant([](Action& b) { b.entry.second = 0; });
-    if (!a.value.empty()) {
-      variant([](Action& b) { b.value = {}; });
-      variant([](Action& b) { b.value.resize(1); });
-      variant([](Action& b) { b.value.pop_back(); });
-      variant([](Action& b) {
-        for (auto& x : b.value) x = 0;
-      });
-      variant([](Action& b) {
-        for (std::size_t i = 0; i < b.value.size(); ++i)
-          b.value[i] = static_cast<std::int64_t>(i + 1);
-      });
-    }
-    if (a.is(OpKind::get_mutable)) {
-      variant([](Action& b) { b.mutation = Mutation::append; });
-    }
     if (a.x != 0) variant([](Action& b) { b.x = 0; });
     if (a.kind == ActionKind::step) variant([](Action& b) { b.budget = 0; });
-    if (a.is(OpKind::visit)) {
-      variant([](Action& b) { b.budget = 1; });
-      variant([](Action& b) { b.extras.set().salt = 0; });
-    }
-    if (a.is(OpKind::put_and_get_old)) variant([](Action& b) { b.map_op = OpKind::put; });
-    if (a.is(OpKind::remove_and_get_old)) variant([](Action& b) { b.map_op = OpKind::remove; });
     return out;
   }
 

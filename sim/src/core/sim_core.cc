@@ -255,11 +255,7 @@ RunResult run_simulation(std::unique_ptr<SimCore> sim) {
 namespace cowstate::sim {
 
 const Workload& RunConfig::which() const {
-  if (scenario != nullptr) {
-    const Workload* w = find_workload(scenario->config.workload.str());
-    COWSTATE_ASSERT(w != nullptr, "REQUIRES", "a scenario names a registered workload");
-    return *w;
-  }
+  if (scenario != nullptr) return workload_of(*scenario);
   COWSTATE_ASSERT(workload != nullptr && options != nullptr, "REQUIRES",
                   "a generated run has a workload and its options");
   return *workload;

@@ -337,7 +337,7 @@ class SimCore {
     if (rec.resumed) {
       v.action = "continue";
     } else if (t.current_line != nullptr) {
-      v.action = print_action(*t.current_line);
+      v.action = print_action(*t.current_line, config_.which());
     }
     v.paused_at = rec.paused_at;
     v.trace = step_trace_;

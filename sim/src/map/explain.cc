@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "cowstate/assert.h"
+#include "cowstate/sim/scenario_reader.h"
 #include "cowstate/sim/shrink.h"
 
 namespace cowstate::sim {
@@ -87,13 +88,6 @@ std::string key_name(const EntryKey& k) {
   std::string s = "k" + std::to_string(k.first);
   if (k.second != 0) s += "/ns" + std::to_string(k.second);
   return s;
-}
-
-std::string value_text(const StateValue& v) {
-  if (v.size() == 1) return std::to_string(v[0]);
-  std::string s = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s + "]";
 }
 
 std::string join(const std::vector<std::string>& parts, const std::string& sep) {

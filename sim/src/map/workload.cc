@@ -5,6 +5,7 @@
 #include "cowstate/sim/explain.h"
 #include "cowstate/sim/map_options.h"
 #include "cowstate/sim/run.h"
+#include "map/scenario_lines.h"
 #include "map/simulation.h"
 
 namespace cowstate::sim {
@@ -16,6 +17,17 @@ class MapWorkload final : public WorkloadWithOptions<MapWorkloadOptions> {
   std::string_view name() const override { return "map"; }
   std::string_view summary() const override { return "one copy-on-write map"; }
   ScenarioLanguage scenario_language() const override { return {.map_internals = true}; }
+  void parse_writer_action(ScenarioReader& in, const ScenarioToken& verb,
+                           Action* a) const override {
+    map_lines::parse_writer_action(in, verb, a);
+  }
+  std::string print_writer_action(const Action& a) const override {
+    return map_lines::print_writer_action(a);
+  }
+  std::vector<Action> simpler_writer_actions(const Action& a) const override {
+    return map_lines::simpler_writer_actions(a);
+  }
+  bool names_entry(const Action& a) const override { return map_lines::names_entry(a); }
   std::unique_ptr<detail::SimCore> make_simulation(const RunConfig& config,
                                                    Strategy& strategy) const override {
     return make_map_simulation(config, strategy);

@@ -60,6 +60,8 @@
 
 namespace cowstate::sim {
 
+class Workload;
+
 namespace detail {
 // The interned names: chunk c holds ids [64 (2^c - 1), 64 (2^(c+1) - 1)); a chunk never
 // moves once published, so a name's text is read without a lock.
@@ -472,8 +474,9 @@ std::optional<Scenario> parse_scenario(std::istream& in, std::size_t items_max,
 std::size_t scenario_items_max(std::string_view text);
 // Writes a scenario in the same format; `header` lines are written first as comments.
 std::string print_scenario(const Scenario& scenario, const std::string& header = "");
-// One step line as written after `task:` ("put k=1 v=10 pause at map.insert_new").
-std::string print_action(const StepLine& line);
+// One step line of a `workload` scenario as written after `task:` ("put k=1 v=10 pause at
+// map.insert_new"); the workload writes what follows a writer action's word.
+std::string print_action(const StepLine& line, const Workload& workload);
 // An image as written in an expectation; `sequences` writes every value in brackets, as a
 // list state's values are (`{2:[1]}`), instead of a one-element value bare (`{2:1}`).
 std::string print_image(const ScenarioImage& image, bool sequences = false);

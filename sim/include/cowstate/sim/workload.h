@@ -17,6 +17,8 @@
 //   - its simulation: the tasks, the checks after every step, the expectations, the state
 //     digest for exploration (a detail::SimCore subclass);
 //   - what a recorded generated run says in its scenario's `config` line;
+//   - the grammar of its writer lines: parsed through a ScenarioReader
+//     (cowstate/sim/scenario_reader.h), printed back, and made simpler by the shrinker;
 //   - its narrator for `cowstate explain` (the map's so far).
 //
 // Thread safety: the registry is filled before any run starts (built-ins at first use,
@@ -34,9 +36,13 @@
 
 namespace cowstate::sim {
 
+struct Action;
 struct RunConfig;
 struct Scenario;
 struct ScenarioConfig;
+struct ScenarioToken;
+class Name;
+class ScenarioReader;
 class Strategy;
 namespace detail {
 class SimCore;
@@ -119,8 +125,24 @@ class Workload {
   virtual std::unique_ptr<WorkloadOptions> parse_options(std::string_view line,
                                                          std::string* error) const = 0;
 
-  // What its scenario files may say.
+  // What its scenario files may say beyond the writer's lines.
   virtual ScenarioLanguage scenario_language() const = 0;
+
+  // The writer's lines (docs/scenario-format.md). Reads the action whose word `verb` the
+  // reader has just read into *a, failing through the reader; `continue` never reaches it.
+  virtual void parse_writer_action(ScenarioReader& in, const ScenarioToken& verb,
+                                   Action* a) const = 0;
+  // What follows the word (action_name()) of a writer action it parsed: " k=1 v=10", so
+  // that parsing the printed line gives the action back.
+  virtual std::string print_writer_action(const Action& a) const = 0;
+  // For the shrinker: the same writer action on simpler data, each variant different from
+  // `a` and as valid in the scenario as `a` is.
+  virtual std::vector<Action> simpler_writer_actions(const Action& a) const = 0;
+  // Whether a writer action's `entry` names an entry (the shrinker renames keys there).
+  virtual bool names_entry(const Action& a) const = 0;
+  // The `s=NAME` of an image expectation, with ScenarioLanguage::keyed_states: one of its
+  // states. Without keyed states it is never called.
+  virtual Name parse_state_name(ScenarioReader& in) const;
 
   // One simulation of `config`: generated from config.options, or config.scenario's lines.
   virtual std::unique_ptr<detail::SimCore> make_simulation(const RunConfig& config,
@@ -163,6 +185,8 @@ class WorkloadWithOptions : public Workload {
 const std::vector<const Workload*>& workloads();
 // The workload named `name`, or nullptr.
 const Workload* find_workload(std::string_view name);
+// The workload `scenario`'s config names. REQUIRES: a registered one (a parsed scenario's).
+const Workload& workload_of(const Scenario& scenario);
 // The map workload, the default of `fuzz` and of scenarios.
 const Workload& default_workload();
 // Adds a workload (a test binary's own). REQUIRES: no run has started; a new name.

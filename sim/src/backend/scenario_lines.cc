@@ -1,0 +1,229 @@
+// The backend workload's writer lines: parse, print and simpler variants
+// (backend/scenario_lines.h).
+#include "backend/scenario_lines.h"
+
+#include <map>
+
+namespace cowstate::sim::backend_lines {
+
+namespace {
+
+// `cleanup s=STATE n=N|all`, after the word.
+void cleanup_action(ScenarioReader& in, Action* a) {
+  a->kind = ActionKind::cleanup;
+  in.assignment("s");
+  const ScenarioToken t = in.peek();
+  a->state = parse_state_name(in);
+  if (!is_ttl_state(a->state)) in.fail(t, "a state with TTL (count, events or attrs)");
+  in.assignment("n");
+  if (in.at_word("all")) {
+    in.next();
+    a->budget = 0;  // every entry, then nothing expired may remain
+  } else {
+    a->budget = in.positive("a number of entries to visit or 'all'", ScenarioReader::kAllocatedMax);
+  }
+}
+
+// `restore NAME into RANGE [and RANGE [then merge]]`, after the word.
+void restore_action(ScenarioReader& in, Action* a) {
+  a->snapshot = in.started_task("a checkpoint").text;
+  in.want_keyword("into");
+  ActionExtras& ranges = a->extras.set();
+  ranges.into = in.target_range("a key-group range FIRST-LAST");
+  if (!in.at_word("and")) return;
+  in.next();
+  const ScenarioToken second = in.peek();
+  ranges.also = in.target_range("a second key-group range FIRST-LAST");
+  const GroupRange& into = ranges.into;
+  const GroupRange& also = ranges.also;
+  if (also.first <= into.last && into.first <= also.last) {
+    in.fail(second,
+            "a second range apart from the first (" + range_text(into) +
+                "): the two backends of a split own distinct key groups",
+            "'" + range_text(also) + "'");
+  }
+  if (in.at_word("then")) {
+    in.next();
+    in.want_keyword("merge");
+    ranges.merge_back = true;
+  }
+}
+
+// The operations a state of `kind` has, in the order messages list them.
+std::vector<StateOp> ops_of(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::value_state:
+      return {StateOp::update, StateOp::get, StateOp::clear};
+    case ActionKind::list_state:
+      return {StateOp::add, StateOp::add_all, StateOp::update,
+              StateOp::get, StateOp::clear,   StateOp::merge};
+    case ActionKind::map_state:
+      return {StateOp::put, StateOp::remove, StateOp::get, StateOp::clear};
+    default:
+      return {StateOp::add, StateOp::get, StateOp::clear, StateOp::merge};
+  }
+}
+
+// The operation word of a state action: one the state's kind has.
+StateOp state_op(ScenarioReader& in, ActionKind kind) {
+  const ScenarioToken op = in.want_word("an operation");
+  std::string names;
+  for (StateOp o : ops_of(kind)) {
+    if (op.text == state_op_name(o)) return o;
+    names += (names.empty() ? "" : ", ") + std::string(state_op_name(o));
+  }
+  in.fail(op, "an operation of a " + std::string(action_name(kind)) + " state (" + names + ")");
+}
+
+// What follows a state action's operation word: its number, values or sources.
+void state_operands(ScenarioReader& in, Action* a) {
+  switch (a->op) {
+    case StateOp::update:
+      if (a->kind == ActionKind::list_state) {
+        a->value = in.value();
+      } else {
+        a->x = in.number<std::int64_t>("a number");
+      }
+      return;
+    case StateOp::add:
+      a->x = in.number<std::int64_t>("a number");
+      return;
+    case StateOp::add_all:
+      a->value = in.value();
+      return;
+    case StateOp::put:
+      a->x = in.number<std::int64_t>("a user key (a number)");
+      a->value = {in.number<std::int64_t>("a user value (a number)")};
+      return;
+    case StateOp::remove:
+      a->x = in.number<std::int64_t>("a user key (a number)");
+      return;
+    case StateOp::get:
+      if (a->kind == ActionKind::map_state) a->x = in.number<std::int64_t>("a user key (a number)");
+      return;
+    case StateOp::merge:
+      a->extras.set().sources = in.namespace_list();
+      return;
+    case StateOp::clear:
+      return;
+  }
+}
+
+// `s=NAME k=K [ns=N] OP ARGS` of a state action, as printed.
+std::string state_action_text(const Action& a) {
+  std::string out = " s=" + a.state + " " + keyed_text(a.entry) + " " + state_op_name(a.op);
+  switch (a.op) {
+    case StateOp::update:
+      return out + " " +
+             (a.kind == ActionKind::list_state ? value_text(a.value) : std::to_string(a.x));
+    case StateOp::add:
+    case StateOp::remove:
+      return out + " " + std::to_string(a.x);
+    case StateOp::add_all:
+      return out + " " + value_text(a.value);
+    case StateOp::put:
+      return out + " " + std::to_string(a.x) + " " +
+             std::to_string(a.value.empty() ? 0 : a.value[0]);
+    case StateOp::get:
+      return a.kind == ActionKind::map_state ? out + " " + std::to_string(a.x) : out;
+    case StateOp::merge:
+      return out + " " + namespaces_text(a.extras.get().sources);
+    case StateOp::clear:
+      return out;
+  }
+  return out;
+}
+
+}  // namespace
+
+Name parse_state_name(ScenarioReader& in, const ActionKind* kind) {
+  const ScenarioToken t = in.want_word("a state name");
+  std::string names;
+  for (const BackendStateInfo& info : backend_states()) {
+    if (kind != nullptr && *kind != info.kind) continue;
+    if (t.text == info.name) return t.text;
+    names += (names.empty() ? "" : ", ") + std::string(info.name);
+  }
+  in.fail(t, kind == nullptr ? "a state name (" + names + ")"
+                             : "the " + std::string(action_name(*kind)) + " state (" + names + ")");
+}
+
+void parse_writer_action(ScenarioReader& in, const ScenarioToken& verb, Action* a) {
+  static const std::map<std::string, ActionKind> kWriter = {
+      {"value", ActionKind::value_state},
+      {"list", ActionKind::list_state},
+      {"map", ActionKind::map_state},
+      {"reducing", ActionKind::reducing_state},
+      {"aggregating", ActionKind::aggregating_state},
+      {"checkpoint", ActionKind::checkpoint},
+      {"restore", ActionKind::restore}};
+  const bool ttl = in.config().ttl_ms != 0;
+  if (ttl && verb.text == "cleanup") return cleanup_action(in, a);
+  auto it = kWriter.find(verb.text);
+  if (it == kWriter.end()) {
+    in.fail(verb, std::string("a writer action of the backend workload (value, list, map, "
+                              "reducing, aggregating, checkpoint, restore, ") +
+                      (ttl ? "cleanup, " : "") + "or continue)");
+  }
+  a->kind = it->second;
+  if (a->kind == ActionKind::checkpoint) {
+    const ScenarioToken name = in.want_word("a checkpoint name");
+    in.new_task_name(name, "a checkpoint name", "a new checkpoint name");
+    a->snapshot = name.text;
+    return;
+  }
+  if (a->kind == ActionKind::restore) return restore_action(in, a);
+  in.assignment("s");
+  a->state = parse_state_name(in, &a->kind);
+  a->entry = in.keyed();
+  a->op = state_op(in, a->kind);
+  state_operands(in, a);
+}
+
+bool names_entry(const Action& a) {
+  return a.kind == ActionKind::value_state || a.kind == ActionKind::list_state ||
+         a.kind == ActionKind::map_state || a.kind == ActionKind::reducing_state ||
+         a.kind == ActionKind::aggregating_state;
+}
+
+std::string print_writer_action(const Action& a) {
+  switch (a.kind) {
+    case ActionKind::checkpoint:
+      return " " + a.snapshot;
+    case ActionKind::restore: {
+      const ActionExtras& r = a.extras.get();
+      return " " + a.snapshot + " into " + range_text(r.into) +
+             (r.also.empty() ? "" : " and " + range_text(r.also)) +
+             (r.merge_back ? " then merge" : "");
+    }
+    case ActionKind::cleanup:
+      return " s=" + a.state +
+             " n=" + (a.budget == 0 ? std::string("all") : std::to_string(a.budget));
+    default:
+      return names_entry(a) ? state_action_text(a) : "";
+  }
+}
+
+std::vector<Action> simpler_writer_actions(const Action& a) {
+  std::vector<Action> out;
+  if (!names_entry(a)) return out;  // checkpoints, restores and cleanups carry no data to shrink
+  auto variant = [&out, &a](auto&& change) {
+    Action b = a;
+    change(b);
+    if (!(b == a)) out.push_back(std::move(b));
+  };
+  // Arities are fixed by the operation: only smaller data.
+  variant([](Action& b) { b.entry.second = 0; });
+  if (a.x != 0) variant([](Action& b) { b.x = 0; });
+  if (a.op == StateOp::put && a.value != StateValue{0}) variant([](Action& b) { b.value = {0}; });
+  if (a.op == StateOp::add_all || a.op == StateOp::update) {
+    variant([](Action& b) { b.value.clear(); });
+    variant([](Action& b) { b.value.resize(std::min<std::size_t>(b.value.size(), 1)); });
+  }
+  if (a.extras.get().sources.size() > 1) {
+    variant([](Action& b) { b.extras.set().sources.resize(1); });
+  }
+  return out;
+}
+
+}  // namespace cowstate::sim::backend_lines
