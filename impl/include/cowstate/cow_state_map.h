@@ -747,6 +747,8 @@ auto CowStateMap<K, N, S, H>::copy_chain_prefix(Table& table, std::uint32_t b, s
                                                 std::uint32_t h) -> SlotRef {
   // `link` is where the index of `current` is stored: the bucket, then the `next` of the
   // entry before it, which is writable by then (copied, or born after every live snapshot).
+  COWSTATE_DEBUG_ASSERT(b < table.size() && until != 0, "I5",
+                        "copying up to no entry, or in a bucket outside its table");
   std::uint32_t* link = &table[b];
   for (;;) {
     const std::uint32_t current = *link;
@@ -757,7 +759,11 @@ auto CowStateMap<K, N, S, H>::copy_chain_prefix(Table& table, std::uint32_t b, s
       w = copy_entry(current, *cur);
       *link = w.index;
     }
-    if (current == until) return w;
+    if (current == until) {
+      COWSTATE_DEBUG_ASSERT(w.entry->entry_version >= h, "I3",
+                            "the entry copied up to is still shared");
+      return w;
+    }
     COWSTATE_YIELD("map.copy_chain_prefix");
     COWSTATE_ASSERT(w.entry->entry_version >= h, "I3", "relinking a shared entry");
     link = &w.entry->next;
@@ -884,7 +890,10 @@ S* CowStateMap<K, N, S, H>::get_mutable(const K& key, const N& ns) {
   Table& t = *tp;
   std::uint32_t i = find_in(t, b, hash, key, ns, nullptr);
   if (i == 0) return nullptr;
-  return &writable_state(t, b, i, h);
+  S* out = &writable_state(t, b, i, h);
+  COWSTATE_DEBUG_ASSERT(out == &state_ref(at(find_in(t, b, hash, key, ns, nullptr))), "I4",
+                        "handing out a state the live entry does not hold");
+  return out;
 }
 
 template <class K, class N, class S, class H>
@@ -994,13 +1003,17 @@ void CowStateMap<K, N, S, H>::insert_new(Table* table, std::uint32_t hash, const
                         "an insert into a table the map does not own");
   COWSTATE_YIELD("map.insert_new");
   const std::uint32_t b = bucket_of(*table, hash);
+  [[maybe_unused]] const std::size_t before = size();
   (*table)[b] = emplace_entry(hash, key, ns, std::move(state), (*table)[b]);
+  COWSTATE_DEBUG_ASSERT(at((*table)[b]).entry_version == map_version_, "I11",
+                        "a new entry not born at the map version");
   if (table == &primary_) {
     ++primary_size_;
   } else {
     COWSTATE_ASSERT(rehashing(), "I6", "an insert into the rehash table with no rehash in flight");
     ++rehash_size_;
   }
+  COWSTATE_DEBUG_ASSERT(size() == before + 1, "I5", "an insert that did not count one entry");
 }
 
 template <class K, class N, class S, class H>
@@ -1053,6 +1066,8 @@ bool CowStateMap<K, N, S, H>::remove(const K& key, const N& ns) {
   const std::uint32_t i = find_in(t, b, hash, key, ns, &prev);
   if (i == 0) return false;
   unlink(t, b, i, prev, h);
+  COWSTATE_DEBUG_ASSERT(find_in(t, b, hash, key, ns, nullptr) == 0, "I7",
+                        "a removed key still in the live map");
   return true;
 }
 
@@ -1067,6 +1082,8 @@ std::optional<S> CowStateMap<K, N, S, H>::remove_and_get_old(const K& key, const
   if (i == 0) return std::nullopt;
   std::optional<S> old(take_old_state(at(i), h));
   unlink(t, b, i, prev, h);
+  COWSTATE_DEBUG_ASSERT(find_in(t, b, hash, key, ns, nullptr) == 0, "I7",
+                        "a removed key still in the live map");
   return old;
 }
 
@@ -1081,6 +1098,8 @@ void CowStateMap<K, N, S, H>::double_capacity() {
   COWSTATE_ASSERT(old_cap * 2 <= max_capacity_, "I8", "a rehash past the maximum capacity");
   rehash_.assign(std::size_t{old_cap} * 2, 0);
   rehash_index_ = 0;
+  COWSTATE_DEBUG_ASSERT(rehashing() && home_of(0).table == &primary_, "I6",
+                        "a rehash that starts with a bucket already moved");
   COWSTATE_ASSERT(rehash_size_ == 0, "I5", "entries counted in a rehash table not yet made");
   threshold_ = threshold_for(old_cap * 2);
 }
