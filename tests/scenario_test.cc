@@ -508,6 +508,17 @@ TEST_CASE("TTL parse errors name file, line and column, what was expected and wh
         "t.scenario:2:27: expected a number of entries to visit or 'all' in [1, 1048576], found 0");
   CHECK(parse_error(t + "clock: advance 5 pause at map.insert_new\n") ==
         "t.scenario:2:18: expected end of line (`advance` has no yield point), found 'pause'");
+  // Each workload says which of its writer actions have a yield point.
+  CHECK(parse_error("writer: snapshot s1 pause at map.insert_new\n") ==
+        "t.scenario:1:21: expected end of line (`snapshot` has no yield point), found 'pause'");
+  const std::string b = "config workload=backend\nwriter: checkpoint c1\n";
+  CHECK(parse_error(b + "writer: checkpoint c2 pause at checkpoint.commit\n") ==
+        "t.scenario:3:23: expected end of line (`checkpoint` has no yield point), found 'pause'");
+  CHECK(parse_error(b + "writer: restore c1 into 0-7 pause at map.insert_new\n") ==
+        "t.scenario:3:29: expected end of line (`restore` has no yield point), found 'pause'");
+  CHECK(parse_ok(b + "writer: value s=count k=1 update 2 pause at map.insert_new\nwriter: "
+                     "continue\n")
+            .step_count() == 3);
   CHECK(parse_error("config workload=backend\nwriter: checkpoint clock\n") ==
         "t.scenario:2:20: expected a checkpoint name, found the reserved word 'clock'");
 }

@@ -264,7 +264,9 @@ class ProbeWorkload final : public WorkloadWithOptions<ProbeOptions> {
   std::vector<Action> simpler_writer_actions(const Action& a) const override {
     return default_workload().simpler_writer_actions(a);
   }
-  bool names_entry(const Action& a) const override { return default_workload().names_entry(a); }
+  WriterActionTraits writer_action_traits(const Action& a) const override {
+    return default_workload().writer_action_traits(a);
+  }
   std::unique_ptr<detail::SimCore> make_simulation(const RunConfig& config,
                                                    Strategy& strategy) const override {
     return std::make_unique<ProbeSimulation>(config, strategy, skip_remove_);

@@ -8,6 +8,12 @@ namespace cowstate::sim::backend_lines {
 
 namespace {
 
+bool names_entry(const Action& a) {
+  return a.kind == ActionKind::value_state || a.kind == ActionKind::list_state ||
+         a.kind == ActionKind::map_state || a.kind == ActionKind::reducing_state ||
+         a.kind == ActionKind::aggregating_state;
+}
+
 // `cleanup s=STATE n=N|all`, after the word.
 void cleanup_action(ScenarioReader& in, Action* a) {
   a->kind = ActionKind::cleanup;
@@ -180,10 +186,13 @@ void parse_writer_action(ScenarioReader& in, const ScenarioToken& verb, Action* 
   state_operands(in, a);
 }
 
-bool names_entry(const Action& a) {
-  return a.kind == ActionKind::value_state || a.kind == ActionKind::list_state ||
-         a.kind == ActionKind::map_state || a.kind == ActionKind::reducing_state ||
-         a.kind == ActionKind::aggregating_state;
+Workload::WriterActionTraits traits(const Action& a) {
+  const bool checkpoint = a.kind == ActionKind::checkpoint;
+  const bool restore = a.kind == ActionKind::restore;
+  return {.starts_task = checkpoint ? "c" : nullptr,
+          .names_task = restore,
+          .can_pause = !checkpoint && !restore,
+          .names_entry = names_entry(a)};
 }
 
 std::string print_writer_action(const Action& a) {

@@ -30,7 +30,9 @@ class BackendWorkload final : public WorkloadWithOptions<BackendWorkloadOptions>
   std::vector<Action> simpler_writer_actions(const Action& a) const override {
     return backend_lines::simpler_writer_actions(a);
   }
-  bool names_entry(const Action& a) const override { return backend_lines::names_entry(a); }
+  WriterActionTraits writer_action_traits(const Action& a) const override {
+    return backend_lines::traits(a);
+  }
   Name parse_state_name(ScenarioReader& in) const override {
     return backend_lines::parse_state_name(in);
   }

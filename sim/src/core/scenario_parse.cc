@@ -474,7 +474,7 @@ class Parser {
       s.line = in_.line_no();
       s.column = in_.peek().column;
       action(s);
-      if (in_.at_word("pause")) s.pause = pause(s.action);
+      if (in_.at_word("pause")) s.pause = pause(s);
       track_pause(s, task);
       scenario_.items.emplace_back(std::move(s));
       if (!in_.at_punct(";")) break;
@@ -483,16 +483,18 @@ class Parser {
   }
 
   // `pause at POINT` of a fixed schedule, for an action with a yield point.
-  Name pause(const Action& a) {
+  Name pause(const StepLine& s) {
+    const Action& a = s.action;
     const ScenarioToken p = in_.next();
     if (!scenario_.config.fixed_schedule) {
       fail(p, "no `pause at` in a free schedule (the strategy chooses where tasks pause)",
            "'pause'");
     }
     const ActionKind k = a.kind;
-    if (a.is(OpKind::snapshot_start) || k == ActionKind::cancel || k == ActionKind::keep ||
-        k == ActionKind::release || k == ActionKind::checkpoint || k == ActionKind::restore ||
-        k == ActionKind::fail || k == ActionKind::advance) {
+    const bool writer = s.task == "writer" && k != ActionKind::resume;
+    if (writer ? !workload_->writer_action_traits(a).can_pause
+               : k == ActionKind::cancel || k == ActionKind::keep || k == ActionKind::release ||
+                     k == ActionKind::fail || k == ActionKind::advance) {
       fail(p, "end of line (`" + std::string(action_name(a)) + "` has no yield point)", "'pause'");
     }
     in_.want_keyword("at");

@@ -70,9 +70,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Actions that start a task named after them (a snapshot's or a checkpoint's serializer).
-bool starts_task(const Action& a) {
-  return a.is(OpKind::snapshot_start) || a.kind == ActionKind::checkpoint;
+// What the workload says of a step line's writer action; nothing for other tasks' lines.
+Workload::WriterActionTraits traits_of(const Workload& w, const StepLine& l) {
+  if (l.task != "writer" || l.action.kind == ActionKind::resume) return {};
+  return w.writer_action_traits(l.action);
+}
+
+// Lines that start a task named after their action's `snapshot` (a serializer).
+bool starts_task(const Workload& w, const StepLine& l) {
+  return traits_of(w, l).starts_task != nullptr;
 }
 
 // A step line with the `continue` lines that finish it: the unit the shrinker deletes.
@@ -114,6 +120,7 @@ Scenario without(const Scenario& s, const std::set<std::size_t>& drop) {
 // task.
 bool well_formed(const Scenario& s) {
   if (s.step_count() == 0) return false;
+  const Workload& w = workload_of(s);
   std::set<std::string> started;
   std::map<std::string, bool> paused;
   for (const ScenarioItem& item : s.items) {
@@ -129,13 +136,13 @@ bool well_formed(const Scenario& s) {
     }
     const ActionKind k = l.action.kind;
     if ((k == ActionKind::cancel || k == ActionKind::keep || k == ActionKind::release ||
-         k == ActionKind::restore) &&
+         traits_of(w, l).names_task) &&
         !started.count(l.action.snapshot)) {
       return false;
     }
     if ((k == ActionKind::resume) != paused[l.task]) return false;
     paused[l.task] = !l.pause.empty();
-    if (starts_task(l.action)) {
+    if (starts_task(w, l)) {
       if (started.count(l.action.snapshot)) return false;
       started.insert(l.action.snapshot);
     }
@@ -149,6 +156,7 @@ std::uint64_t cost(const Scenario& s) {
   auto mag = [](std::int64_t v) {
     return v < 0 ? static_cast<std::uint64_t>(-(v + 1)) + 1 : static_cast<std::uint64_t>(v);
   };
+  const Workload& w = workload_of(s);
   std::uint64_t steps = 0, pauses = 0, data = 0, expectations = 0;
   for (const ScenarioItem& item : s.items) {
     const auto* l = std::get_if<StepLine>(&item);
@@ -160,8 +168,7 @@ std::uint64_t cost(const Scenario& s) {
     pauses += l->pause.empty() ? 0U : 1U;
     const Action& a = l->action;
     data += 64 * a.value.size() + mag(a.x) + a.entry.first + mag(a.entry.second) + a.budget +
-            a.extras.get().salt + static_cast<std::uint64_t>(a.mutation) +
-            (a.is(OpKind::put_and_get_old) || a.is(OpKind::remove_and_get_old) ? 1U : 0U);
+            a.extras.get().salt + static_cast<std::uint64_t>(a.mutation) + traits_of(w, *l).weight;
     for (std::int64_t v : a.value) data += mag(v);
   }
   // A smaller table or the default hash is simpler (config weighs less than a step).
@@ -175,11 +182,12 @@ std::uint64_t cost(const Scenario& s) {
 // The same scenario with its snapshots named s1, s2, ... (checkpoints c1, c2, ...) in
 // start order.
 Scenario renamed_snapshots(const Scenario& s) {
+  const Workload& w = workload_of(s);
   std::map<std::string, std::string> names;
   for (const ScenarioItem& item : s.items) {
     const auto* l = std::get_if<StepLine>(&item);
-    if (l != nullptr && starts_task(l->action)) {
-      const char* prefix = l->action.kind == ActionKind::checkpoint ? "c" : "s";
+    const char* prefix = l != nullptr ? traits_of(w, *l).starts_task : nullptr;
+    if (prefix != nullptr) {
       names.emplace(l->action.snapshot, prefix + std::to_string(names.size() + 1));
     }
   }
@@ -230,7 +238,8 @@ class Shrinker {
       std::vector<std::string> names;
       for (const ScenarioItem& item : best_.items) {
         const auto* l = std::get_if<StepLine>(&item);
-        if (l != nullptr && starts_task(l->action)) names.push_back(l->action.snapshot);
+        if (l != nullptr && starts_task(workload_of(best_), *l))
+          names.push_back(l->action.snapshot);
       }
       for (const std::string& name : names) {
         std::set<std::size_t> drop;
@@ -445,7 +454,7 @@ class Shrinker {
 
   // Whether a step line's entry names an entry of the workload's state.
   static bool names_entry(const Workload& w, const StepLine& l) {
-    return l.task == "writer" && l.action.kind != ActionKind::resume && w.names_entry(l.action);
+    return traits_of(w, l).names_entry;
   }
 
   // The same step on simpler data: the workload's variants of a writer action, a clock

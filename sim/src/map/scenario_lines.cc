@@ -105,7 +105,17 @@ std::string print_writer_action(const Action& a) {
   return key;
 }
 
+namespace {
 bool names_entry(const Action& a) { return a.kind == ActionKind::map_op && names_key(a.map_op); }
+}  // namespace
+
+Workload::WriterActionTraits traits(const Action& a) {
+  const bool start = a.is(OpKind::snapshot_start);
+  return {.starts_task = start ? "s" : nullptr,
+          .can_pause = !start,
+          .names_entry = names_entry(a),
+          .weight = a.is(OpKind::put_and_get_old) || a.is(OpKind::remove_and_get_old) ? 1U : 0U};
+}
 
 std::vector<Action> simpler_writer_actions(const Action& a) {
   std::vector<Action> out;

@@ -10,12 +10,13 @@
 #include <vector>
 
 #include "cowstate/sim/scenario_reader.h"
+#include "cowstate/sim/workload.h"
 
 namespace cowstate::sim::map_lines {
 
 void parse_writer_action(ScenarioReader& in, const ScenarioToken& verb, Action* a);
 std::string print_writer_action(const Action& a);
 std::vector<Action> simpler_writer_actions(const Action& a);
-bool names_entry(const Action& a);
+Workload::WriterActionTraits traits(const Action& a);
 
 }  // namespace cowstate::sim::map_lines

@@ -27,7 +27,9 @@ class MapWorkload final : public WorkloadWithOptions<MapWorkloadOptions> {
   std::vector<Action> simpler_writer_actions(const Action& a) const override {
     return map_lines::simpler_writer_actions(a);
   }
-  bool names_entry(const Action& a) const override { return map_lines::names_entry(a); }
+  WriterActionTraits writer_action_traits(const Action& a) const override {
+    return map_lines::traits(a);
+  }
   std::unique_ptr<detail::SimCore> make_simulation(const RunConfig& config,
                                                    Strategy& strategy) const override {
     return make_map_simulation(config, strategy);

@@ -138,8 +138,19 @@ class Workload {
   // For the shrinker: the same writer action on simpler data, each variant different from
   // `a` and as valid in the scenario as `a` is.
   virtual std::vector<Action> simpler_writer_actions(const Action& a) const = 0;
-  // Whether a writer action's `entry` names an entry (the shrinker renames keys there).
-  virtual bool names_entry(const Action& a) const = 0;
+  // What the parser, the scheduler and the shrinker need to know of a writer action.
+  struct WriterActionTraits {
+    // The serializer task it starts, named after a.snapshot, as the prefix the shrinker
+    // renames such tasks with ("s": s1, s2, ...); nullptr when it starts none.
+    const char* starts_task = nullptr;
+    bool names_task = false;   // refers to a task started above, by a.snapshot (restore)
+    bool can_pause = true;     // has a yield point, so `pause at` may stop it
+    bool names_entry = false;  // a.entry names an entry (the shrinker renames keys there)
+    // Added to the size of its data when the shrinker compares candidates, so a variant
+    // with a lower weight counts as simpler (put is simpler than put_and_get_old).
+    std::uint32_t weight = 0;
+  };
+  virtual WriterActionTraits writer_action_traits(const Action& a) const = 0;
   // The `s=NAME` of an image expectation, with ScenarioLanguage::keyed_states: one of its
   // states. Without keyed states it is never called.
   virtual Name parse_state_name(ScenarioReader& in) const;
