@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/scenario_lines.h"
 #include "cowstate/sim/campaign.h"
 #include "cowstate/sim/run.h"
 #include "cowstate/sim/shrink.h"

@@ -2,7 +2,41 @@
 // (backend/scenario_lines.h).
 #include "backend/scenario_lines.h"
 
+#include <algorithm>
 #include <map>
+
+namespace cowstate::sim {
+
+const std::vector<BackendStateInfo>& backend_states() {
+  static const std::vector<BackendStateInfo> states = {{ActionKind::value_state, "count"},
+                                                       {ActionKind::list_state, "events"},
+                                                       {ActionKind::map_state, "attrs"},
+                                                       {ActionKind::reducing_state, "sum"},
+                                                       {ActionKind::aggregating_state, "avg"}};
+  return states;
+}
+
+const std::vector<std::string>& ttl_states() {
+  static const std::vector<std::string> names = {"count", "events", "attrs"};
+  return names;
+}
+
+bool is_ttl_state(const std::string& name) {
+  const auto& names = ttl_states();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+bool has_sequence_values(const std::string& name) {
+  for (const BackendStateInfo& info : backend_states()) {
+    if (info.name == name) {
+      return info.kind == ActionKind::list_state || info.kind == ActionKind::map_state ||
+             info.kind == ActionKind::aggregating_state;
+    }
+  }
+  return false;
+}
+
+}  // namespace cowstate::sim
 
 namespace cowstate::sim::backend_lines {
 

@@ -2,10 +2,11 @@
 // its restores, against the reference KeyedStateModel, under the deterministic scheduler.
 //
 // The backend owns the key groups of the workload's range and registers one state of each
-// kind (scenario.h's backend_states(): count value, events list, attrs map, sum reducing,
-// avg aggregating), all with int32 namespaces. Values are compared in one canonical form, a
-// vector of int64: a value or a sum as [v], a list as its elements, a map as its sorted
-// (user key, user value) pairs flattened, an average's accumulator as [sum, count].
+// kind (backend_states() of backend/scenario_lines.h: count value, events list, attrs map,
+// sum reducing, avg aggregating), all with int32 namespaces. Values are compared in one
+// canonical form, a vector of int64: a value or a sum as [v], a list as its elements, a map
+// as its sorted (user key, user value) pairs flattened, an average's accumulator as
+// [sum, count].
 //
 // Tasks (SimCore runs them; see sim_core.h):
 //   writer     per step one operation on one state, at a key of the backend's range (the

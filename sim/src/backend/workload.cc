@@ -36,6 +36,9 @@ class BackendWorkload final : public WorkloadWithOptions<BackendWorkloadOptions>
   Name parse_state_name(ScenarioReader& in) const override {
     return backend_lines::parse_state_name(in);
   }
+  bool state_values_are_sequences(const Name& state) const override {
+    return has_sequence_values(state);
+  }
   std::unique_ptr<detail::SimCore> make_simulation(const RunConfig& config,
                                                    Strategy& strategy) const override {
     return detail::make_backend_simulation(config, strategy);

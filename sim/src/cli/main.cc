@@ -432,7 +432,8 @@ Scenario freed(const Scenario& s) {
       out.items.push_back(item);
     } else {
       std::fprintf(stderr, "cowstate explore: %s:%d: not checked in the exploration: `%s`: %s\n",
-                   s.file.c_str(), e.line, print_expectation(e).c_str(), why.c_str());
+                   s.file.c_str(), e.line, print_expectation(e, workload_of(s)).c_str(),
+                   why.c_str());
     }
   }
   return out;

@@ -28,6 +28,8 @@ Name Workload::parse_state_name(ScenarioReader& in) const {
   in.fail(in.peek(), "no state name: a " + std::string(name()) + " scenario has no states");
 }
 
+bool Workload::state_values_are_sequences(const Name&) const { return false; }
+
 const std::vector<const Workload*>& workloads() { return registry(); }
 
 const Workload* find_workload(std::string_view name) {

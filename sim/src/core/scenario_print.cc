@@ -43,12 +43,13 @@ std::string config_text(const ScenarioConfig& c) {
 
 }  // namespace
 
-std::string print_expectation(const Expectation& e) {
+std::string print_expectation(const Expectation& e, const Workload& workload) {
   switch (e.kind) {
     case ExpectKind::image:
       if (!e.state.empty()) {
         return "expect " + e.target + (e.into.empty() ? "" : " into " + range_text(e.into)) +
-               " s=" + e.state + " = " + print_image(e.image, has_sequence_values(e.state));
+               " s=" + e.state + " = " +
+               print_image(e.image, workload.state_values_are_sequences(e.state));
       }
       return "expect " + e.target + " = " + print_image(e.image);
     case ExpectKind::latest:
@@ -121,7 +122,7 @@ std::string print_scenario(const Scenario& s, const std::string& header) {
     if (const auto* step = std::get_if<StepLine>(&item)) {
       out << step->task << ": " << print_action(*step, workload) << "\n";
     } else {
-      out << print_expectation(*expectation_of(item)) << "\n";
+      out << print_expectation(*expectation_of(item), workload) << "\n";
     }
   }
   return out.str();

@@ -228,7 +228,7 @@ void SimCore::apply_expected_failure() {
       result_.message = scenario_->file + ":" + std::to_string(e->line) +
                         ": expected the run to fail check " + e->target + ", it passed";
       result_.failed_line = e->line;
-      result_.expectation = print_expectation(*e);
+      result_.expectation = print_expectation(*e, config_.which());
       result_.difference.shape = "passed";
     }
     return;

@@ -255,7 +255,7 @@ class SimCore {
   [[noreturn]] void expectation_failed(const Expectation& e, const std::string& message,
                                        Difference d) const {
     throw CheckFailed{"expect", scenario_->file + ":" + std::to_string(e.line) + ": " + message,
-                      e.line, print_expectation(e), std::move(d)};
+                      e.line, print_expectation(e, config_.which()), std::move(d)};
   }
   [[noreturn]] void invalid(const Task& t, const std::string& message) {
     throw ScenarioInvalid{t.current_line != nullptr ? t.current_line->line : 0, message};

@@ -187,21 +187,6 @@ struct GroupRange {
   bool operator==(const GroupRange&) const = default;
 };
 
-// The backend workload's states: one per kind, registered in this order.
-struct BackendStateInfo {
-  ActionKind kind;  // the writer action that names it
-  const char* name;
-};
-const std::vector<BackendStateInfo>& backend_states();
-// The states that get the TTL of `config ttl=MS` (value, list and map: one timestamp per
-// value, per list element, per map value), in registration order. The reducing and
-// aggregating states never do.
-const std::vector<std::string>& ttl_states();
-bool is_ttl_state(const std::string& name);
-// Whether a backend state's canonical values are sequences (list, map and aggregating
-// states), written in brackets even with one element.
-bool has_sequence_values(const std::string& name);
-
 // The numbers one step carries (put's value, a list's elements): one inline, more on the
 // heap, sixteen bytes either way. Reads like a std::vector<std::int64_t>; converts to and
 // compares with a StateValue.
@@ -481,7 +466,7 @@ std::string print_action(const StepLine& line, const Workload& workload);
 // list state's values are (`{2:[1]}`), instead of a one-element value bare (`{2:1}`).
 std::string print_image(const ScenarioImage& image, bool sequences = false);
 // One expectation line as written ("expect s1 = {1:10}").
-std::string print_expectation(const Expectation& e);
+std::string print_expectation(const Expectation& e, const Workload& workload);
 
 // The yield points production code names (COWSTATE_YIELD), for validating `pause at`.
 const std::vector<std::string>& yield_points();

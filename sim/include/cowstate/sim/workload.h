@@ -154,6 +154,9 @@ class Workload {
   // The `s=NAME` of an image expectation, with ScenarioLanguage::keyed_states: one of its
   // states. Without keyed states it is never called.
   virtual Name parse_state_name(ScenarioReader& in) const;
+  // Whether the values of `state` are sequences, written in brackets even with one element
+  // (a list state's `{2:[1]}`, where a value state's is `{2:1}`).
+  virtual bool state_values_are_sequences(const Name& state) const;
 
   // One simulation of `config`: generated from config.options, or config.scenario's lines.
   virtual std::unique_ptr<detail::SimCore> make_simulation(const RunConfig& config,
