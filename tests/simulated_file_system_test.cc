@@ -152,6 +152,23 @@ TEST_CASE("a torn append keeps only a prefix of whole sectors of what was append
   }
 }
 
+TEST_CASE("a file's unsynced appends survive as a prefix of them, never with a hole", "[simdisk]") {
+  SimulatedFileSystem fs;
+  auto f = create(fs, "f");
+  REQUIRE(fs.sync_dir("").ok());
+  for (unsigned i = 0; i < 3; ++i) append(*f, pattern(100, 100 * i));
+  // Whole appends only: none, the first, the first two, or all three; not 2^3.
+  CHECK(fs.crash_state_count(5, 1000) == 4);
+  std::set<std::size_t> sizes;
+  fs.for_each_crash_state(1000, [&](const cowstate::CrashState& s) {
+    if (s.prefix_len != 5) return;
+    const std::vector<std::byte>& got = s.image.files.at("f");
+    CHECK(got == pattern(got.size()));
+    sizes.insert(got.size());
+  });
+  CHECK(sizes == std::set<std::size_t>{0, 100, 200, 300});
+}
+
 TEST_CASE("a rename before its sync_dir can be lost, leaving the old name with its content",
           "[simdisk]") {
   SimulatedFileSystem fs;
@@ -163,7 +180,8 @@ TEST_CASE("a rename before its sync_dir can be lost, leaving the old name with i
         std::vector<std::string>{"op 8: rename d/a.tmp to d/a (directory d not synced)"});
 
   SimulatedFileSystem lost = fs;
-  (void)lost.power_loss(cowstate::lose_everything());
+  CHECK(lost.power_loss(cowstate::lose_everything()) ==
+        std::vector<std::string>{"op 8: rename d/a.tmp to d/a: lost"});
   CHECK(read(lost, "d/a.tmp") == pattern(1500));
   CHECK_FALSE(lost.read_file("d/a").ok());
 
@@ -226,6 +244,16 @@ TEST_CASE("a file whose creation was not made durable by sync_dir vanishes with 
   durable_file(nested, "p/f", pattern(10));  // sync_dir("p"), never sync_dir("")
   (void)nested.power_loss(cowstate::lose_everything());
   CHECK(nested.image() == DiskImage{});
+  // And one level down: a/b and a/b/f are durable in their parents, but a is not.
+  SimulatedFileSystem deep;
+  REQUIRE(deep.create_dir("a").ok());
+  REQUIRE(deep.create_dir("a/b").ok());
+  REQUIRE(deep.sync_dir("a").ok());
+  durable_file(deep, "a/b/f", pattern(10));
+  (void)deep.power_loss(cowstate::lose_everything());
+  CHECK_FALSE(deep.read_file("a/b/f").ok());
+  CHECK_FALSE(deep.list_dir("a/b").ok());
+  CHECK(deep.image() == DiskImage{});
 
   REQUIRE(fs.sync_dir("d").ok());
   (void)fs.power_loss(cowstate::lose_everything());
