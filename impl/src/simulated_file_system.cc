@@ -508,84 +508,118 @@ std::vector<std::string> SimulatedFileSystem::power_loss(DiskChoices& choices,
   return lines;
 }
 
-std::vector<std::string> SimulatedFileSystem::lose_power(Disk& disk, DiskChoices& choices,
-                                                         PowerLossOptions options) {
+// One power loss of a disk, step by step (see the header comment for the rules).
+struct SimulatedFileSystem::PowerLoss {
+  using Entries = std::map<std::string, std::uint64_t>;
+
+  Disk& disk;
+  DiskChoices& choices;
+  PowerLossOptions options;
   std::vector<std::string> lines;
-  auto say = [&lines](std::uint64_t n, const Pending& p, const std::string& outcome) {
+  std::map<std::string, Entries> entries;                // each directory's entries after the loss
+  std::set<std::string> dirs;                            // the directories still reachable
+  std::set<std::uint64_t> files;                         // the inodes still named in them
+  std::map<std::uint64_t, std::vector<std::byte>> data;  // each such inode's bytes after it
+
+  // The directories reachable from a root through `entries_of`. A parent's path sorts
+  // before its children's, so one pass in order sees every parent first.
+  static std::set<std::string> reachable_dirs(const std::map<std::string, const Entries*>& of) {
+    std::set<std::string> reached;
+    for (const auto& [path, e] : of) {
+      if (!is_root(path)) {
+        const auto [parent, name] = split(path);
+        if (!reached.contains(parent)) continue;
+        const Entries& pe = *of.at(parent);
+        const auto it = pe.find(name);
+        if (it == pe.end() || it->second != kDirEntry) continue;
+      }
+      reached.insert(path);
+    }
+    return reached;
+  }
+
+  void say(std::uint64_t n, const Pending& p, const std::string& outcome) {
     lines.push_back("op " + std::to_string(n) + ": " + describe(p) + ": " + outcome);
-  };
-  // 1. Directory operations, replayed on the durable entries.
-  std::map<std::string, std::map<std::string, std::uint64_t>> entries;
-  for (const auto& [path, dir] : disk.dirs) entries[path] = dir.durable;
-  for (const auto& [n, p] : disk.pending) {
-    if (p.kind == Pending::Kind::write) continue;
-    auto& e = entries.at(p.dir);
-    const auto named = e.find(p.name);
-    const bool applies = p.kind == Pending::Kind::create || p.kind == Pending::Kind::mkdir
-                             ? named == e.end()
-                             : named != e.end() && named->second == p.inode;
-    if (!applies) {
-      say(n, p, "lost (no longer applies)");
-      continue;
+  }
+
+  // 1. Directory operations, in log order, replayed on the durable entries.
+  void decide_directory_operations() {
+    for (const auto& [path, dir] : disk.dirs) entries[path] = dir.durable;
+    for (const auto& [n, p] : disk.pending) {
+      if (p.kind == Pending::Kind::write) continue;
+      Entries& e = entries.at(p.dir);
+      const auto named = e.find(p.name);
+      const bool applies = p.kind == Pending::Kind::create || p.kind == Pending::Kind::mkdir
+                               ? named == e.end()
+                               : named != e.end() && named->second == p.inode;
+      if (!applies) {
+        say(n, p, "lost (no longer applies)");
+      } else if (choices.choose(2, "keep a directory operation") == 0) {
+        say(n, p, "lost");
+      } else {
+        apply(p, e);
+        say(n, p, "kept");
+      }
     }
-    if (choices.choose(2, "keep a directory operation") == 0) {
-      say(n, p, "lost");
-      continue;
-    }
+  }
+
+  static void apply(const Pending& p, Entries& e) {
     switch (p.kind) {
       case Pending::Kind::create:
         e[p.name] = p.inode;
-        break;
+        return;
       case Pending::Kind::mkdir:
         e[p.name] = kDirEntry;
-        break;
+        return;
       case Pending::Kind::rename:
         e.erase(p.name);
         e[p.to] = p.inode;
-        break;
+        return;
       case Pending::Kind::remove:
         e.erase(p.name);
-        break;
+        return;
       case Pending::Kind::write:
         break;
     }
-    say(n, p, "kept");
+    COWSTATE_ASSERT(false, "REQUIRES", "a directory operation");
   }
-  // 2. What is still reachable. A parent's path sorts before its children's.
-  std::set<std::string> dirs;
-  std::set<std::uint64_t> files;
-  for (const auto& [path, e] : entries) {
-    if (!is_root(path)) {
-      const auto [parent, name] = split(path);
-      if (!dirs.contains(parent)) continue;
-      auto it = entries.at(parent).find(name);
-      if (it == entries.at(parent).end() || it->second != kDirEntry) continue;
+
+  // 2. What is still reachable; the rest vanishes.
+  void find_reachable() {
+    std::map<std::string, const Entries*> of;
+    for (const auto& [path, e] : entries) of[path] = &e;
+    dirs = reachable_dirs(of);
+    for (const std::string& path : dirs) {
+      for (const auto& [name, ino] : entries.at(path)) {
+        if (ino != kDirEntry) files.insert(ino);
+      }
     }
-    dirs.insert(path);
-    for (const auto& [name, ino] : e) {
-      if (ino != kDirEntry) files.insert(ino);
+    for (std::uint64_t ino : files) data[ino] = disk.inodes.at(ino).durable;
+  }
+
+  // 3. Each remaining file's writes, in log order: a prefix of them, the last maybe torn.
+  void decide_writes() {
+    std::set<std::uint64_t> stopped;
+    for (const auto& [n, p] : disk.pending) {
+      if (p.kind != Pending::Kind::write) continue;
+      if (!files.contains(p.inode)) {
+        say(n, p, "lost (the file is gone)");
+      } else if (stopped.contains(p.inode)) {
+        say(n, p, "lost (an earlier write to the file was lost)");
+      } else if (choices.choose(2, "keep a write") == 0) {
+        stopped.insert(p.inode);
+        say(n, p, "lost");
+      } else if (const std::size_t kept = keep(p.inode, p.write); kept < p.write.bytes.size()) {
+        stopped.insert(p.inode);
+        say(n, p, "kept bytes " + byte_range(p.write.offset, kept) + " (torn)");
+      } else {
+        say(n, p, "kept");
+      }
     }
   }
-  // 3. Each remaining file's writes, a prefix of them.
-  std::map<std::uint64_t, std::vector<std::byte>> data;
-  for (std::uint64_t ino : files) data[ino] = disk.inodes.at(ino).durable;
-  std::set<std::uint64_t> stopped;
-  for (const auto& [n, p] : disk.pending) {
-    if (p.kind != Pending::Kind::write) continue;
-    const Write& w = p.write;
-    if (!files.contains(p.inode)) {
-      say(n, p, "lost (the file is gone)");
-      continue;
-    }
-    if (stopped.contains(p.inode)) {
-      say(n, p, "lost (an earlier write to the file was lost)");
-      continue;
-    }
-    if (choices.choose(2, "keep a write") == 0) {
-      stopped.insert(p.inode);
-      say(n, p, "lost");
-      continue;
-    }
+
+  // Applies the part of `w` that survives to `inode`'s data; returns its size.
+  std::size_t keep(std::uint64_t inode, const Write& w) {
     std::size_t kept = w.bytes.size();
     if (options.torn_writes && !w.truncate) {
       const std::uint64_t first = (w.offset / kSectorBytes + 1) * kSectorBytes;
@@ -596,51 +630,55 @@ std::vector<std::string> SimulatedFileSystem::lose_power(Disk& disk, DiskChoices
         if (c < cuts) kept = static_cast<std::size_t>(first + c * kSectorBytes - w.offset);
       }
     }
+    COWSTATE_ASSERT(kept == w.bytes.size() || (w.offset + kept) % kSectorBytes == 0, "REQUIRES",
+                    "a write is torn at a sector boundary");
     // An append's growth is torn with its bytes; a misdirected write's is not.
     const bool append = w.grow_to == w.offset + w.bytes.size();
     const std::uint64_t grow_to = append ? w.offset + kept : w.grow_to;
-    apply_write(data.at(p.inode), w.truncate, grow_to, w.offset,
+    apply_write(data.at(inode), w.truncate, grow_to, w.offset,
                 std::span<const std::byte>(w.bytes).first(kept));
-    if (kept < w.bytes.size()) {
-      stopped.insert(p.inode);
-      say(n, p, "kept bytes " + byte_range(w.offset, kept) + " (torn)");
-    } else {
-      say(n, p, "kept");
+    return kept;
+  }
+
+  // The outcome becomes the whole disk, durable; files open before are dead.
+  void install() {
+    std::erase_if(disk.inodes, [this](const auto& kv) { return !files.contains(kv.first); });
+    for (auto& [ino, inode] : disk.inodes) {
+      inode.durable = std::move(data.at(ino));
+      inode.current = inode.durable;
     }
+    std::erase_if(disk.dirs, [this](const auto& kv) { return !dirs.contains(kv.first); });
+    for (auto& [path, dir] : disk.dirs) {
+      dir.durable = std::move(entries.at(path));
+      dir.current = dir.durable;
+    }
+    disk.pending.clear();
+    ++disk.epoch;
+    COWSTATE_ASSERT(disk.dirs.contains("") && disk.dirs.contains("/"), "REQUIRES",
+                    "the roots survive every power loss");
   }
-  // The outcome is the whole disk.
-  std::erase_if(disk.inodes, [&files](const auto& kv) { return !files.contains(kv.first); });
-  for (auto& [ino, inode] : disk.inodes) {
-    inode.durable = std::move(data.at(ino));
-    inode.current = inode.durable;
-  }
-  std::erase_if(disk.dirs, [&dirs](const auto& kv) { return !dirs.contains(kv.first); });
-  for (auto& [path, dir] : disk.dirs) {
-    dir.durable = std::move(entries.at(path));
-    dir.current = dir.durable;
-  }
-  disk.pending.clear();
-  ++disk.epoch;
-  return lines;
+};
+
+std::vector<std::string> SimulatedFileSystem::lose_power(Disk& disk, DiskChoices& choices,
+                                                         PowerLossOptions options) {
+  PowerLoss loss{disk, choices, options, {}, {}, {}, {}, {}};
+  loss.decide_directory_operations();
+  loss.find_reachable();
+  loss.decide_writes();
+  loss.install();
+  return std::move(loss.lines);
 }
 
 // ---------------------------------------------------------------------------------------
 // Images and crash states
 
 DiskImage SimulatedFileSystem::image_of(const Disk& disk, bool durable) {
+  std::map<std::string, const PowerLoss::Entries*> of;
+  for (const auto& [path, dir] : disk.dirs) of[path] = durable ? &dir.durable : &dir.current;
   DiskImage image;
-  std::set<std::string> reachable;
-  for (const auto& [path, dir] : disk.dirs) {
-    if (!is_root(path)) {
-      const auto [parent, name] = split(path);
-      if (!reachable.contains(parent)) continue;
-      const auto& pe = durable ? disk.dirs.at(parent).durable : disk.dirs.at(parent).current;
-      auto it = pe.find(name);
-      if (it == pe.end() || it->second != kDirEntry) continue;
-      image.dirs.insert(path);
-    }
-    reachable.insert(path);
-    for (const auto& [name, ino] : durable ? dir.durable : dir.current) {
+  for (const std::string& path : PowerLoss::reachable_dirs(of)) {
+    if (!is_root(path)) image.dirs.insert(path);
+    for (const auto& [name, ino] : *of.at(path)) {
       if (ino == kDirEntry) continue;
       const Inode& inode = disk.inodes.at(ino);
       image.files[join(path, name)] = durable ? inode.durable : inode.current;

@@ -251,6 +251,8 @@ class SimulatedFileSystem final : public FileSystem {
     std::uint64_t offset = 0;  // misdirected: where the bytes land
   };
 
+  struct PowerLoss;  // the steps of lose_power()
+
   std::uint64_t tick() noexcept { return ++operations_; }
   void apply_read_fault(const ReadFault& f, std::vector<std::byte>& bytes) const;
   // "append f bytes 0-511", "rename a to b", ...
