@@ -181,6 +181,13 @@ Result<std::unique_ptr<CheckpointStorage>> CheckpointStorage::open(std::string d
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   std::unique_ptr<CheckpointStorage> s(new CheckpointStorage(std::move(dir), fs, options));
   if (Status st = fs.create_dir(s->dir_); !st.ok()) return st;
+  // The directory's entry is durable only once its parent is synced: without it a power loss
+  // can take the directory, and every checkpoint committed in it, away.
+  const std::size_t slash = s->dir_.rfind('/');
+  const std::string parent = slash == std::string::npos ? "."
+                             : slash == 0               ? "/"
+                                                        : s->dir_.substr(0, slash);
+  if (Status st = fs.sync_dir(parent); !st.ok()) return st;
   if (Status st = s->clean(); !st.ok()) return st;
   return Result<std::unique_ptr<CheckpointStorage>>(std::move(s));
 }

@@ -380,7 +380,8 @@ Status SimulatedFileSystem::remove_file(const std::string& path) {
   return Status();
 }
 
-Status SimulatedFileSystem::sync_dir(const std::string& dir) {
+Status SimulatedFileSystem::sync_dir(const std::string& path) {
+  const std::string dir = path == "." ? std::string() : path;  // "." is the relative root
   const std::uint64_t n = tick();
   if (Status st = do_sync_dir(dir); !st.ok()) return st;
   history_.push_back(operation(n, Operation::Kind::sync_dir, dir));

@@ -8,7 +8,8 @@
 // bytes (what reads see). Directories are named by path and map entry names to a file's inode
 // or to a subdirectory; each has durable entries and current entries. Paths are
 // '/'-separated: "a/b" lives in directory "a", "a" in the root "" and "/a" in the root "/";
-// both roots always exist and are durable.
+// both roots always exist and are durable. sync_dir(".") syncs the root "", as POSIX code
+// syncs the current directory.
 //
 // What becomes durable when
 //
