@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -148,9 +149,29 @@ TEST_CASE("a corrupt data file or manifest is refused with the file's name", "[s
   }
   auto bytes = storage->read(1);
   REQUIRE_FALSE(bytes.ok());
-  CHECK(bytes.status().message() == data +
-                                        ": expected the XXH3-64 recorded in the manifest, found "
-                                        "another: the file is corrupt");
+  // The message names both checksums, the file's size and where the expected one is from.
+  const std::string& message = bytes.status().message();
+  CHECK_THAT(message, Catch::Matchers::StartsWith(data + ": expected XXH3-64 0x"));
+  CHECK_THAT(message, Catch::Matchers::Contains(" bytes (from the manifest " +
+                                                storage->manifest_path(1) + "), found 0x"));
+  CHECK_THAT(message, Catch::Matchers::EndsWith(": the file is corrupt"));
+  std::smatch sums;
+  REQUIRE(std::regex_search(
+      message, sums,
+      std::regex("XXH3-64 (0x[0-9a-f]{16}) of its ([0-9]+) bytes .* found (0x[0-9a-f]{16})")));
+  CHECK(sums[1] != sums[3]);
+  CHECK(sums[2] == std::to_string(std::filesystem::file_size(data)));
+  {
+    std::fstream f(storage->manifest_path(1), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(12);
+    f.put('\x7f');
+  }
+  auto manifest = storage->read(1);
+  REQUIRE_FALSE(manifest.ok());
+  CHECK_THAT(manifest.status().message(),
+             Catch::Matchers::Matches(".*: offset 32: expected manifest checksum 0x[0-9a-f]{16} "
+                                      "\\(XXH3-64 of bytes 0-31\\), found 0x[0-9a-f]{16}: the "
+                                      "manifest is corrupt"));
   std::filesystem::resize_file(storage->manifest_path(1), 10);
   CHECK(storage->complete_checkpoints()->empty());
   CHECK_FALSE(storage->read(1).ok());

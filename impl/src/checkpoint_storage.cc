@@ -253,7 +253,11 @@ Result<CheckpointStorage::Manifest> CheckpointStorage::read_manifest(std::uint64
   }
   const std::uint64_t sum = detail::load_le<std::uint64_t>(b.data() + 32);
   const std::uint64_t computed = checksum64(std::span<const std::byte>(b).first(32));
-  if (sum != computed) return bad(32, "expected the manifest checksum to match: it is corrupt");
+  if (sum != computed) {
+    return bad(32, "expected manifest checksum " + detail::hex64(sum) +
+                       " (XXH3-64 of bytes 0-31), found " + detail::hex64(computed) +
+                       ": the manifest is corrupt");
+  }
   if (detail::load_le<std::uint16_t>(b.data() + 4) != kManifestVersion ||
       detail::load_le<std::uint16_t>(b.data() + 6) != 0) {
     return bad(4, "expected manifest version 1 and flags 0");
@@ -279,9 +283,11 @@ Result<std::vector<std::byte>> CheckpointStorage::read(std::uint64_t id) {
                          " bytes (from the manifest), found " + std::to_string(data->size()) +
                          ": the file is truncated or was replaced");
   }
-  if (checksum64(*data) != m->checksum) {
-    return Status::error(path + ": expected the XXH3-64 recorded in the manifest, found " +
-                         "another: the file is corrupt");
+  if (const std::uint64_t computed = checksum64(*data); computed != m->checksum) {
+    return Status::error(path + ": expected XXH3-64 " + detail::hex64(m->checksum) + " of its " +
+                         std::to_string(m->size) + " bytes (from the manifest " +
+                         manifest_path(id) + "), found " + detail::hex64(computed) +
+                         ": the file is corrupt");
   }
   return data;
 }
