@@ -716,7 +716,7 @@ TEST_CASE("the shrinker reduces a failing backend scenario to the steps the fail
         "writer: list s=events k=4 add 0\nexpect live s=events = {}\n");
 }
 
-TEST_CASE("the shrinker gives each map writer action its simplest operation and data",
+TEST_CASE("the shrinker turns put_and_get_old into put with no values and renames its key",
           "[sim][scenario][shrink]") {
   // A wrong claim that the map is empty: one entry of any value shows it, and the map
   // workload's simpler variants turn put_and_get_old into put and drop its values, and the

@@ -248,25 +248,20 @@ std::string print_writer_action(const Action& a) {
 }
 
 std::vector<Action> simpler_writer_actions(const Action& a) {
-  std::vector<Action> out;
-  if (!names_entry(a)) return out;  // checkpoints, restores and cleanups carry no data to shrink
-  auto variant = [&out, &a](auto&& change) {
-    Action b = a;
-    change(b);
-    if (!(b == a)) out.push_back(std::move(b));
-  };
+  if (!names_entry(a)) return {};  // checkpoints, restores and cleanups carry no data to shrink
+  ActionVariants v(a);
   // Arities are fixed by the operation: only smaller data.
-  variant([](Action& b) { b.entry.second = 0; });
-  if (a.x != 0) variant([](Action& b) { b.x = 0; });
-  if (a.op == StateOp::put && a.value != StateValue{0}) variant([](Action& b) { b.value = {0}; });
+  v.add([](Action& b) { b.entry.second = 0; });
+  if (a.x != 0) v.add([](Action& b) { b.x = 0; });
+  if (a.op == StateOp::put && a.value != StateValue{0}) v.add([](Action& b) { b.value = {0}; });
   if (a.op == StateOp::add_all || a.op == StateOp::update) {
-    variant([](Action& b) { b.value.clear(); });
-    variant([](Action& b) { b.value.resize(std::min<std::size_t>(b.value.size(), 1)); });
+    v.add([](Action& b) { b.value.clear(); });
+    v.add([](Action& b) { b.value.resize(std::min<std::size_t>(b.value.size(), 1)); });
   }
   if (a.extras.get().sources.size() > 1) {
-    variant([](Action& b) { b.extras.set().sources.resize(1); });
+    v.add([](Action& b) { b.extras.set().sources.resize(1); });
   }
-  return out;
+  return v.take();
 }
 
 }  // namespace cowstate::sim::backend_lines

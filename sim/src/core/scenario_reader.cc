@@ -70,8 +70,7 @@ void bracketed(ScenarioReader& in, const char* open, const char* close, Item&& i
   in.want_punct(close);
 }
 
-}  // namespace
-
+// "number 7", "'put'", "end of line": a token as messages name it.
 std::string describe(const ScenarioToken& t) {
   switch (t.kind) {
     case TokenKind::end:
@@ -84,6 +83,8 @@ std::string describe(const ScenarioToken& t) {
   }
   return "?";
 }
+
+}  // namespace
 
 void ScenarioReader::start_line(std::string_view text, int line_no) {
   line_no_ = line_no;

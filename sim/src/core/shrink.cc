@@ -238,8 +238,7 @@ class Shrinker {
       std::vector<std::string> names;
       for (const ScenarioItem& item : best_.items) {
         const auto* l = std::get_if<StepLine>(&item);
-        if (l != nullptr && starts_task(workload_of(best_), *l))
-          names.push_back(l->action.snapshot);
+        if (l != nullptr && starts_task(*workload_, *l)) names.push_back(l->action.snapshot);
       }
       for (const std::string& name : names) {
         std::set<std::size_t> drop;
@@ -311,7 +310,7 @@ class Shrinker {
     for (std::size_t i = 0; i < best_.items.size() && !out_of_budget(); ++i) {
       auto* line = std::get_if<StepLine>(&best_.items[i]);
       if (line == nullptr) continue;
-      for (const Action& a : simpler(workload_of(best_), *line)) {
+      for (const Action& a : simpler(*workload_, *line)) {
         Scenario c = best_;
         std::get<StepLine>(c.items[i]).action = a;
         if (try_candidate(c)) {
@@ -325,7 +324,7 @@ class Shrinker {
     std::set<std::uint64_t> keys;
     for (const ScenarioItem& item : best_.items) {
       if (const auto* l = std::get_if<StepLine>(&item)) {
-        if (names_entry(workload_of(best_), *l)) keys.insert(l->action.entry.first);
+        if (names_entry(*workload_, *l)) keys.insert(l->action.entry.first);
       } else if (const Expectation* e = expectation_of(item)) {
         for (const auto& [k, v] : e->image) keys.insert(k.first);
         for (const EntryKey& k : e->copied_entries) keys.insert(k.first);
@@ -381,6 +380,7 @@ class Shrinker {
     ShrinkResult out;
     out.steps_before = failing.step_count();
     best_ = failing;
+    workload_ = &workload_of(failing);  // every candidate keeps the config's workload
     ++runs_;
     best_result_ = run_scenario(failing);
     expect_line_ = best_result_.failed_line;
@@ -462,19 +462,15 @@ class Shrinker {
   static std::vector<Action> simpler(const Workload& w, const StepLine& line) {
     const Action& a = line.action;
     if (line.task == "writer" && a.kind != ActionKind::resume) return w.simpler_writer_actions(a);
-    std::vector<Action> out;
-    auto variant = [&out, &a](auto&& change) {
-      Action b = a;
-      change(b);
-      if (!(b == a)) out.push_back(std::move(b));
-    };
-    if (a.x != 0) variant([](Action& b) { b.x = 0; });
-    if (a.kind == ActionKind::step) variant([](Action& b) { b.budget = 0; });
-    return out;
+    ActionVariants v(a);
+    if (a.x != 0) v.add([](Action& b) { b.x = 0; });
+    if (a.kind == ActionKind::step) v.add([](Action& b) { b.budget = 0; });
+    return v.take();
   }
 
   // The failure to keep: its difference follows the keys the shrinker renamed.
   FailureSignature failure_;
+  const Workload* workload_ = nullptr;  // the failing scenario's
   ShrinkOptions options_;
   Clock::time_point start_;
   std::uint64_t runs_ = 0;

@@ -118,34 +118,29 @@ Workload::WriterActionTraits traits(const Action& a) {
 }
 
 std::vector<Action> simpler_writer_actions(const Action& a) {
-  std::vector<Action> out;
-  auto variant = [&out, &a](auto&& change) {
-    Action b = a;
-    change(b);
-    if (!(b == a)) out.push_back(std::move(b));
-  };
-  if (names_entry(a)) variant([](Action& b) { b.entry.second = 0; });
+  ActionVariants v(a);
+  if (names_entry(a)) v.add([](Action& b) { b.entry.second = 0; });
   if (!a.value.empty()) {
-    variant([](Action& b) { b.value = {}; });
-    variant([](Action& b) { b.value.resize(1); });
-    variant([](Action& b) { b.value.pop_back(); });
-    variant([](Action& b) {
+    v.add([](Action& b) { b.value = {}; });
+    v.add([](Action& b) { b.value.resize(1); });
+    v.add([](Action& b) { b.value.pop_back(); });
+    v.add([](Action& b) {
       for (auto& x : b.value) x = 0;
     });
-    variant([](Action& b) {
+    v.add([](Action& b) {
       for (std::size_t i = 0; i < b.value.size(); ++i)
         b.value[i] = static_cast<std::int64_t>(i + 1);
     });
   }
-  if (a.is(OpKind::get_mutable)) variant([](Action& b) { b.mutation = Mutation::append; });
-  if (a.x != 0) variant([](Action& b) { b.x = 0; });
+  if (a.is(OpKind::get_mutable)) v.add([](Action& b) { b.mutation = Mutation::append; });
+  if (a.x != 0) v.add([](Action& b) { b.x = 0; });
   if (a.is(OpKind::visit)) {
-    variant([](Action& b) { b.budget = 1; });
-    variant([](Action& b) { b.extras.set().salt = 0; });
+    v.add([](Action& b) { b.budget = 1; });
+    v.add([](Action& b) { b.extras.set().salt = 0; });
   }
-  if (a.is(OpKind::put_and_get_old)) variant([](Action& b) { b.map_op = OpKind::put; });
-  if (a.is(OpKind::remove_and_get_old)) variant([](Action& b) { b.map_op = OpKind::remove; });
-  return out;
+  if (a.is(OpKind::put_and_get_old)) v.add([](Action& b) { b.map_op = OpKind::put; });
+  if (a.is(OpKind::remove_and_get_old)) v.add([](Action& b) { b.map_op = OpKind::remove; });
+  return v.take();
 }
 
 }  // namespace cowstate::sim::map_lines

@@ -324,6 +324,24 @@ struct Action {
 // As written in files: the action's word ("put", "snapshot", "continue").
 const char* action_name(const Action& a) noexcept;
 
+// The simpler variants of an action the shrinker tries: each change applied to a copy of
+// the action, kept when it changed something.
+class ActionVariants {
+ public:
+  explicit ActionVariants(const Action& a) : a_(a) {}
+  template <class Change>
+  void add(Change&& change) {
+    Action b = a_;
+    change(b);
+    if (!(b == a_)) out_.push_back(std::move(b));
+  }
+  std::vector<Action> take() { return std::move(out_); }
+
+ private:
+  const Action& a_;
+  std::vector<Action> out_;
+};
+
 // One step line (or one `;`-separated part of it).
 struct StepLine {
   Name task;     // writer, releaser, or a snapshot's name

@@ -131,9 +131,6 @@ class ScenarioReader {
   std::map<std::string, int> started_;  // task name -> the line that started it
 };
 
-// "number 7", "'put'", "end of line": a token as messages name it.
-std::string describe(const ScenarioToken& t);
-
 template <class T>
 T ScenarioReader::number(const std::string& what) {
   const ScenarioToken& t = peek();
