@@ -307,7 +307,65 @@ TEST_CASE("incompatible restores are refused with a message and change nothing",
     CHECK(restore_into(target, {{"hi.txt", text}}).message() ==
           "hi.txt: offset 0: expected 4 bytes for magic \"CSCP\", found 2");
   }
+  SECTION("another checkpoint than the one asked for") {
+    const CheckpointInput in{"chk-3.cscp", file, 3};
+    const cowstate::Status st = target.restore({&in, 1});
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.message() ==
+          "chk-3.cscp: offset 12: expected checkpoint id 3, found 1: the file holds another "
+          "checkpoint");
+    const CheckpointInput right{"chk-1.cscp", file, 1};
+    Backend other(KeyGroupRange::all(kMaxPar));
+    States os(other);
+    REQUIRE(other.restore({&right, 1}).ok());
+    CHECK(image(os) == image(s));
+  }
+  SECTION("files that leave key groups of the target range uncovered") {
+    Backend half(range_of(2, 0));
+    States hs(half);
+    REQUIRE(restore_into(half, {{"original", file}}).ok());
+    const Bytes lower = write_checkpoint(half, 2);
+    const cowstate::Status st = restore_into(target, {{"lower.cscp", lower}});
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.message() ==
+          "restoring key groups 0-127: 64 key groups are in no checkpoint file (64-127; "
+          "lower.cscp holds 0-63): restore from files covering the whole range, or allow "
+          "partial coverage");
+    CHECK(restore_into(target, {}).message() ==
+          "restoring key groups 0-127: 128 key groups are in no checkpoint file (0-127; no "
+          "files given): restore from files covering the whole range, or allow partial "
+          "coverage");
+    // Allowed, the uncovered key groups restore empty.
+    cowstate::RestoreOptions partial;
+    partial.allow_partial_coverage = true;
+    const CheckpointInput in{"lower.cscp", lower};
+    Backend other(KeyGroupRange::all(kMaxPar));
+    States os(other);
+    REQUIRE(other.restore({&in, 1}, partial).ok());
+    CHECK(image(os) == filter(image(s), range_of(2, 0)));
+  }
   CHECK(image(ts) == kept);
+}
+
+TEST_CASE("a coverage error names every gap between the files", "[checkpoint][errors]") {
+  std::vector<std::pair<std::string, Bytes>> files;
+  for (std::int32_t i : {0, 2}) {
+    Backend quarter(range_of(4, i));
+    States qs(quarter);
+    populate(quarter, qs, 100, 1);
+    files.emplace_back("q" + std::to_string(i), write_checkpoint(quarter, 1));
+  }
+  Backend target(KeyGroupRange::all(kMaxPar));
+  States ts(target);
+  CHECK(restore_into(target, files).message() ==
+        "restoring key groups 0-127: 64 key groups are in no checkpoint file (32-63, 96-127; q0 "
+        "holds 0-31, q2 holds 64-95): restore from files covering the whole range, or allow "
+        "partial coverage");
+  Backend one(KeyGroupRange(63, 64));
+  States os(one);
+  CHECK(restore_into(one, files).message() ==
+        "restoring key groups 63-64: 1 key group is in no checkpoint file (63; q0 holds 0-31, q2 "
+        "holds 64-95): restore from files covering the whole range, or allow partial coverage");
 }
 
 TEST_CASE("every single-byte corruption of a small checkpoint is refused and changes nothing",

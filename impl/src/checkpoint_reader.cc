@@ -112,6 +112,13 @@ Result<CheckpointLayout> read_checkpoint_layout(const CheckpointInput& input,
   CheckpointLayout out;
   out.header_size = frame.header_size;
   if (Status st = cd::read_header_fields(input, r, frame, out); !st.ok()) return st;
+  if (input.expected_checkpoint_id != 0 &&
+      out.header.checkpoint_id != input.expected_checkpoint_id) {
+    return Status::error(input.name + ": offset 12: expected checkpoint id " +
+                         std::to_string(input.expected_checkpoint_id) + ", found " +
+                         std::to_string(out.header.checkpoint_id) +
+                         ": the file holds another checkpoint");
+  }
   if (Status st = cd::read_block_index(input, frame, out); !st.ok()) return st;
   COWSTATE_ASSERT(out.blocks.size() == static_cast<std::size_t>(out.header.range.size()), "C3",
                   "one block per key group");

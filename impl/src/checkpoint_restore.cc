@@ -122,6 +122,42 @@ Status restore_blocks(RestoreRun& run, std::size_t f, const CheckpointLayout& la
   return Status();
 }
 
+// C9: every key group of `range` came from some input, unless the caller allows gaps. The
+// error names the uncovered key groups as ranges and what each input covers.
+Status check_coverage(const RestoreRun& run, KeyGroupRange range,
+                      const std::vector<KeyGroupRange>& covered) {
+  std::string gaps;
+  std::int32_t missing = 0;
+  for (std::int32_t g = range.start(); g <= range.end(); ++g) {
+    if (run.claimed[static_cast<std::size_t>(g - run.keep.start())] != run.inputs.size()) continue;
+    std::int32_t last = g;
+    while (last < range.end() &&
+           run.claimed[static_cast<std::size_t>(last + 1 - run.keep.start())] ==
+               run.inputs.size()) {
+      ++last;
+    }
+    gaps += (gaps.empty() ? "" : ", ") + std::to_string(g) +
+            (last > g ? "-" + std::to_string(last) : std::string());
+    missing += last - g + 1;
+    g = last;
+  }
+  if (missing == 0 || run.options.allow_partial_coverage) return Status();
+  std::string inputs;
+  for (std::size_t f = 0; f < run.inputs.size(); ++f) {
+    const KeyGroupRange r = covered[f];
+    inputs += (f == 0 ? "" : ", ") + run.inputs[f].name + " holds " +
+              (r.empty() ? std::string("none")
+                         : std::to_string(r.start()) + "-" + std::to_string(r.end()));
+  }
+  return Status::error("restoring key groups " + std::to_string(range.start()) + "-" +
+                       std::to_string(range.end()) + ": " + std::to_string(missing) +
+                       (missing == 1 ? " key group is" : " key groups are") +
+                       " in no checkpoint file (" + gaps + "; " +
+                       (inputs.empty() ? std::string("no files given") : inputs) +
+                       "): restore from files covering the whole range, or allow partial "
+                       "coverage");
+}
+
 }  // namespace
 
 Status restore_state_tables(std::vector<std::unique_ptr<StateTableBase>>& tables,
@@ -141,12 +177,14 @@ Status restore_state_tables(std::vector<std::unique_ptr<StateTableBase>>& tables
   for (const auto& t : tables) run.fresh.push_back(t->make_empty(keep));
   run.claimed.assign(static_cast<std::size_t>(keep.size()), inputs.size());
   std::vector<std::size_t> first_mapping;  // planted bug restore_global_state_ids only
+  std::vector<KeyGroupRange> covered;      // each input's key groups, for a coverage error
 
   for (std::size_t f = 0; f < inputs.size(); ++f) {
     const CheckpointInput& input = inputs[f];
     Result<CheckpointLayout> layout = read_checkpoint_layout(input, options);
     if (!layout.ok()) return layout.status();
     const CheckpointHeader& h = layout->header;
+    covered.push_back(h.range);
     if (Status st = check_compatible(input, h, max_parallelism, key_serializer); !st.ok()) {
       return st;
     }
@@ -159,6 +197,7 @@ Status restore_state_tables(std::vector<std::unique_ptr<StateTableBase>>& tables
     }
     if (Status st = restore_blocks(run, f, *layout, table_of_state); !st.ok()) return st;
   }
+  if (Status st = check_coverage(run, range, covered); !st.ok()) return st;
   // C4: only now does the backend change.
   for (std::size_t i = 0; i < tables.size(); ++i) tables[i] = std::move(run.fresh[i]);
   return Status();

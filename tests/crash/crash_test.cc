@@ -165,7 +165,7 @@ std::uint64_t verify(const std::string& dir, std::uint64_t previous_latest, Tota
     if (!bytes.ok()) die("complete checkpoint unreadable: " + bytes.status().message());
     Backend b(cowstate::KeyGroupRange::all(128));
     States s(b);
-    const cowstate::CheckpointInput in{(*storage)->data_path(id), *bytes};
+    const cowstate::CheckpointInput in{(*storage)->data_path(id), *bytes, id};
     if (cowstate::Status st = b.restore({&in, 1}); !st.ok()) {
       die("complete checkpoint does not restore: " + st.message());
     }

@@ -242,16 +242,23 @@ class CheckpointWriter {
   std::uint64_t offset_ = 0;  // bytes appended to the sink
 };
 
-// One checkpoint file to restore from: a name for messages (its path) and its bytes.
+// One checkpoint file to restore from: a name for messages (its path), its bytes, and the
+// checkpoint id the caller means to restore (0: any), checked against the file's header so
+// that the bytes of another checkpoint are an error rather than a restore of older state.
 struct CheckpointInput {
   std::string name;
   std::span<const std::byte> bytes;
+  std::uint64_t expected_checkpoint_id = 0;
 };
 
 struct RestoreOptions {
   // Off only for fuzzing the decoder behind the checksums and for salvage tools: without
   // checksums a corrupt file can restore wrong data (it still never crashes the reader).
   bool verify_checksums = true;
+  // Off, a restore whose inputs leave a key group of the target range uncovered fails and
+  // names those key groups; on, they are restored empty (a job that knows those key groups
+  // had no state, or a salvage tool).
+  bool allow_partial_coverage = false;
 };
 
 // A checkpoint file's header and index, validated (C3).

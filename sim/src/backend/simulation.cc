@@ -1226,7 +1226,7 @@ void BackendSimulation::check_previous_restores(const std::string& after) {
   auto bytes = storage_->read(prev.id);
   expect(bytes.ok(), "restore",
          prev.name + " does not read back " + after + ": " + scrub(bytes.status().message()));
-  const CheckpointInput in{prev.name, *bytes};
+  const CheckpointInput in{prev.name, *bytes, prev.id};
   yields_enabled_ = false;
   const auto r = restored({in}, range_, false, prev.name + " restored " + after);
   compare(prev.expected, contents(*r, prev.name), "restore", prev.name + " restored " + after);
@@ -1242,7 +1242,7 @@ void BackendSimulation::verify_round_trips(CheckpointRecord& rec,
     b = KeyGroupRange(mid + 1, range_.end());
   }
   yields_enabled_ = false;
-  const CheckpointInput in{rec.name, bytes};
+  const CheckpointInput in{rec.name, bytes, rec.id};
   const auto same = restored({in}, range_, false, rec.name + " restored into its own range");
   const BackendImage got = contents(*same, rec.name);
   if (ttl_ && ttl_->full_snapshot_cleanup) settle_full_snapshot(rec, got);
@@ -1268,8 +1268,8 @@ void BackendSimulation::round_trip(const BackendImage& image, const std::vector<
   const std::vector<std::byte> bytes_b = checkpoint_in_memory(*rb, 1);
   const KeyGroupRange both(std::min(a.start(), b.start()), std::max(a.end(), b.end()));
   const std::string merged = name + " split and merged back into " + both.to_string();
-  const auto rm = restored({CheckpointInput{"half " + a.to_string(), bytes_a},
-                            CheckpointInput{"half " + b.to_string(), bytes_b}},
+  const auto rm = restored({CheckpointInput{"half " + a.to_string(), bytes_a, 1},
+                            CheckpointInput{"half " + b.to_string(), bytes_b, 1}},
                            both, false, merged);
   // The halves' own checkpoints were written now: full-snapshot cleanup judged them now.
   const bool now_filtered = ttl_ && ttl_->full_snapshot_cleanup;
@@ -1507,7 +1507,7 @@ void BackendSimulation::check_expectation(const Expectation& e) {
     fail(e.target + " does not read back: " + scrub(bytes.status().message()),
          Difference::of("unreadable"));
   }
-  const CheckpointInput in{rec->name, *bytes};
+  const CheckpointInput in{rec->name, *bytes, rec->id};
   const auto sb = restored({in}, range, false, where);
   const Image got = contents(*sb, where).at(e.state);
   if (got != want) {
