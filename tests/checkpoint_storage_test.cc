@@ -104,6 +104,123 @@ TEST_CASE("storage keeps the last N complete checkpoints", "[storage]") {
   CHECK_FALSE(storage->read(3).ok());
 }
 
+// C9: a damaged newest checkpoint is never passed over silently.
+TEST_CASE("a damaged newest checkpoint makes latest() an error unless falling back is asked for",
+          "[storage][damage]") {
+  TempDir dir;
+  Backend b(KeyGroupRange::all(128));
+  States s(b);
+  std::vector<Image> images;
+  {
+    auto storage = open_storage(dir.path());
+    for (std::uint64_t id = 1; id <= 3; ++id) {
+      populate(b, s, 50, id);
+      REQUIRE(write_to(*storage, b, id).ok());
+      images.push_back(image(s));
+    }
+  }
+  const std::string manifest3 = dir.path() + "/chk-00000000000000000003.manifest";
+  const std::string data3 = dir.path() + "/chk-00000000000000000003.cscp";
+  auto damage_is_reported = [&](const std::string& why) {
+    auto storage = open_storage(dir.path());
+    auto found = storage->scan();
+    REQUIRE(found.ok());
+    CHECK(found->complete == std::vector<std::uint64_t>{1, 2});
+    REQUIRE(found->damaged.size() == 1);
+    CHECK(found->damaged[0].id == 3);
+    CHECK_THAT(found->damaged[0].reason, Catch::Matchers::Contains(why));
+    auto latest = storage->latest();
+    REQUIRE_FALSE(latest.ok());
+    CHECK_THAT(latest.status().message(),
+               Catch::Matchers::StartsWith(dir.path() + ": checkpoint 3 is damaged ("));
+    CHECK_THAT(latest.status().message(), Catch::Matchers::Contains(why));
+    CHECK_THAT(latest.status().message(),
+               Catch::Matchers::Contains("the newest complete checkpoint is 2"));
+    // A new checkpoint may not take the damaged one's files.
+    auto again = storage->begin(3);
+    REQUIRE_FALSE(again.ok());
+    CHECK_THAT(again.status().message(), Catch::Matchers::Contains("the damaged checkpoint 3"));
+    // Falling back is explicit, and goes to the newest complete one.
+    cowstate::StorageOptions fall_back;
+    fall_back.io_thread = false;
+    fall_back.fall_back_past_damaged = true;
+    auto lenient = CheckpointStorage::open(dir.path(), cowstate::posix_file_system(), fall_back);
+    REQUIRE(lenient.ok());
+    CHECK((*lenient)->latest()->value() == 2);
+    CHECK(restored_image(**lenient, 2) == images[1]);
+  };
+  SECTION("a bit flip in its manifest") {
+    {
+      std::fstream f(manifest3, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(20);
+      f.put('\x01');
+    }
+    damage_is_reported(manifest3 + ": offset 32: expected manifest checksum");
+  }
+  SECTION("its data file missing") {
+    std::filesystem::remove(data3);
+    damage_is_reported(data3 + ": missing, though its manifest " + manifest3 + " is in place");
+  }
+  SECTION("its manifest swapped with an older one") {
+    const std::string manifest2 = dir.path() + "/chk-00000000000000000002.manifest";
+    std::filesystem::rename(manifest3, dir.path() + "/swap");
+    std::filesystem::rename(manifest2, manifest3);
+    std::filesystem::rename(dir.path() + "/swap", manifest2);
+    auto storage = open_storage(dir.path());
+    auto found = storage->scan();
+    REQUIRE(found.ok());
+    CHECK(found->complete == std::vector<std::uint64_t>{1});
+    REQUIRE(found->damaged.size() == 2);
+    CHECK_THAT(
+        found->damaged[1].reason,
+        Catch::Matchers::Contains(manifest3 + ": offset 8: expected checkpoint id 3, found 2"));
+    CHECK_FALSE(storage->latest().ok());
+  }
+}
+
+// C9: damaged checkpoints age out with the complete ones around them.
+TEST_CASE("pruning removes damaged checkpoints older than every retained one",
+          "[storage][damage]") {
+  TempDir dir;
+  Backend b(KeyGroupRange::all(128));
+  States s(b);
+  populate(b, s, 50, 1);
+  auto storage = open_storage(dir.path(), cowstate::posix_file_system(), 3);
+  REQUIRE(write_to(*storage, b, 1).ok());
+  REQUIRE(write_to(*storage, b, 2).ok());
+  std::filesystem::resize_file(storage->manifest_path(2), 39);
+  CHECK_FALSE(storage->latest().ok());
+  // While a complete checkpoint older than it is retained, the damaged one stays for a look.
+  for (std::uint64_t id = 3; id <= 4; ++id) {
+    REQUIRE(write_to(*storage, b, id).ok());
+    auto found = storage->scan();
+    REQUIRE(found.ok());
+    CHECK(found->complete.front() == 1);
+    REQUIRE(found->damaged.size() == 1);
+    CHECK(found->damaged[0].id == 2);
+    CHECK(storage->latest()->value() == id);
+  }
+  // Checkpoint 1 is dropped by retention, and 2, older than every retained one, goes with it.
+  REQUIRE(write_to(*storage, b, 5).ok());
+  auto found = storage->scan();
+  REQUIRE(found.ok());
+  CHECK(found->complete == std::vector<std::uint64_t>{3, 4, 5});
+  CHECK(found->damaged.empty());
+  CHECK(files_in(dir.path()) ==
+        std::vector<std::string>{
+            "chk-00000000000000000003.cscp", "chk-00000000000000000003.manifest",
+            "chk-00000000000000000004.cscp", "chk-00000000000000000004.manifest",
+            "chk-00000000000000000005.cscp", "chk-00000000000000000005.manifest"});
+  // A damaged manifest whose data file is gone is removed as well.
+  std::filesystem::resize_file(storage->manifest_path(4), 0);
+  std::filesystem::remove(storage->data_path(4));
+  REQUIRE(write_to(*storage, b, 6).ok());
+  REQUIRE(write_to(*storage, b, 7).ok());
+  REQUIRE(write_to(*storage, b, 8).ok());
+  CHECK(storage->scan()->damaged.empty());
+  CHECK(*storage->complete_checkpoints() == std::vector<std::uint64_t>{6, 7, 8});
+}
+
 TEST_CASE(
     "open removes temporaries and data files without a manifest, neither is taken for "
     "complete",

@@ -212,28 +212,50 @@ Status CheckpointStorage::clean() {
   return Status();
 }
 
-Result<std::vector<std::uint64_t>> CheckpointStorage::complete_checkpoints() {
+Result<CheckpointScan> CheckpointStorage::scan() {
   Result<std::vector<std::string>> names = fs_->list_dir(dir_);
   if (!names.ok()) return names.status();
-  std::vector<std::uint64_t> ids;
+  CheckpointScan out;
   for (const std::string& name : *names) {
     auto id = parse_name(name, kManifestSuffix);
     if (!id) continue;
-    if (!std::binary_search(names->begin(), names->end(), checkpoint_name(*id, kDataSuffix))) {
-      continue;
+    Result<Manifest> m = read_manifest(*id);
+    if (!m.ok()) {
+      out.damaged.push_back({*id, m.status().message()});
+    } else if (!std::binary_search(names->begin(), names->end(),
+                                   checkpoint_name(*id, kDataSuffix))) {
+      out.damaged.push_back({*id, data_path(*id) + ": missing, though its manifest " +
+                                      manifest_path(*id) + " is in place"});
+    } else {
+      out.complete.push_back(*id);
     }
-    if (!read_manifest(*id).ok()) continue;  // a damaged manifest makes nothing complete
-    ids.push_back(*id);
   }
-  std::sort(ids.begin(), ids.end());
-  return Result<std::vector<std::uint64_t>>(std::move(ids));
+  std::sort(out.complete.begin(), out.complete.end());
+  std::sort(out.damaged.begin(), out.damaged.end(),
+            [](const DamagedCheckpoint& a, const DamagedCheckpoint& b) { return a.id < b.id; });
+  return Result<CheckpointScan>(std::move(out));
+}
+
+Result<std::vector<std::uint64_t>> CheckpointStorage::complete_checkpoints() {
+  Result<CheckpointScan> found = scan();
+  if (!found.ok()) return found.status();
+  return Result<std::vector<std::uint64_t>>(std::move(found->complete));
 }
 
 Result<std::optional<std::uint64_t>> CheckpointStorage::latest() {
-  Result<std::vector<std::uint64_t>> ids = complete_checkpoints();
-  if (!ids.ok()) return ids.status();
-  if (ids->empty()) return Result<std::optional<std::uint64_t>>(std::nullopt);
-  return Result<std::optional<std::uint64_t>>(ids->back());
+  Result<CheckpointScan> found = scan();
+  if (!found.ok()) return found.status();
+  const std::optional<std::uint64_t> newest =
+      found->complete.empty() ? std::nullopt : std::optional(found->complete.back());
+  if (!found->damaged.empty() && found->damaged.back().id > newest.value_or(0) &&
+      !options_.fall_back_past_damaged) {
+    const DamagedCheckpoint& d = found->damaged.back();
+    return Status::error(dir_ + ": checkpoint " + std::to_string(d.id) + " is damaged (" +
+                         d.reason + "); the newest complete checkpoint is " +
+                         (newest ? std::to_string(*newest) : std::string("none")) +
+                         ": falling back to it is an explicit option (fall_back_past_damaged)");
+  }
+  return Result<std::optional<std::uint64_t>>(newest);
 }
 
 Result<CheckpointStorage::Manifest> CheckpointStorage::read_manifest(std::uint64_t id) {
@@ -294,12 +316,18 @@ Result<std::vector<std::byte>> CheckpointStorage::read(std::uint64_t id) {
 
 Result<std::unique_ptr<PendingCheckpoint>> CheckpointStorage::begin(std::uint64_t id) {
   COWSTATE_ASSERT(id > 0, "REQUIRES", "checkpoint ids start at 1");
-  Result<std::optional<std::uint64_t>> last = latest();
-  if (!last.ok()) return last.status();
-  if (last->has_value() && id <= **last) {
+  Result<CheckpointScan> found = scan();
+  if (!found.ok()) return found.status();
+  if (!found->complete.empty() && id <= found->complete.back()) {
     return Status::error(dir_ + ": checkpoint " + std::to_string(id) +
-                         " is not above the latest complete checkpoint " + std::to_string(**last) +
-                         ": checkpoint ids must grow");
+                         " is not above the latest complete checkpoint " +
+                         std::to_string(found->complete.back()) + ": checkpoint ids must grow");
+  }
+  if (!found->damaged.empty() && id <= found->damaged.back().id) {
+    return Status::error(dir_ + ": checkpoint " + std::to_string(id) +
+                         " is not above the damaged checkpoint " +
+                         std::to_string(found->damaged.back().id) +
+                         ", whose files it would replace: checkpoint ids must grow");
   }
   const std::string tmp = data_path(id) + kTmpSuffix;
   Result<std::unique_ptr<WritableFile>> file = fs_->create_file(tmp);
@@ -368,15 +396,34 @@ Status CheckpointStorage::publish(PendingCheckpoint& p) {
   return Status();
 }
 
+// Drops the complete checkpoints beyond the newest `retain`, and the damaged ones older than
+// the oldest retained one (C9: they would otherwise stay forever).
 Status CheckpointStorage::prune() {
-  Result<std::vector<std::uint64_t>> ids = complete_checkpoints();
-  if (!ids.ok()) return ids.status();
-  if (ids->size() <= options_.retain) return Status();
-  const std::size_t drop = ids->size() - options_.retain;
-  for (std::size_t i = 0; i < drop; ++i) {
-    const std::uint64_t id = (*ids)[i];
-    // Manifest first: once it is gone the checkpoint is no longer complete.
+  Result<CheckpointScan> found = scan();
+  if (!found.ok()) return found.status();
+  const std::vector<std::uint64_t>& complete = found->complete;
+  if (complete.empty()) return Status();
+  const std::size_t drop =
+      complete.size() > options_.retain ? complete.size() - options_.retain : 0;
+  const std::uint64_t oldest_kept = complete[drop];
+  std::vector<std::uint64_t> gone(complete.begin(), complete.begin() + static_cast<long>(drop));
+  for (const DamagedCheckpoint& d : found->damaged) {
+    if (d.id < oldest_kept) gone.push_back(d.id);
+  }
+  if (gone.empty()) return Status();
+  Result<std::vector<std::string>> names = fs_->list_dir(dir_);
+  if (!names.ok()) return names.status();
+  auto present = [&names](const std::string& name) {
+    return std::binary_search(names->begin(), names->end(), name);
+  };
+  // Manifests first, made durable: once they are gone no checkpoint of `gone` is complete or
+  // damaged, and the data files left are orphans whatever a power loss keeps of what follows.
+  for (const std::uint64_t id : gone) {
     if (Status st = fs_->remove_file(manifest_path(id)); !st.ok()) return st;
+  }
+  if (Status st = fs_->sync_dir(dir_); !st.ok()) return st;
+  for (const std::uint64_t id : gone) {
+    if (!present(checkpoint_name(id, kDataSuffix))) continue;  // a damaged one's, missing
     if (Status st = fs_->remove_file(data_path(id)); !st.ok()) return st;
   }
   return fs_->sync_dir(dir_);

@@ -16,11 +16,14 @@
 //   2. rename it to chk-<id>.cscp; fsync the directory
 //   3. write chk-<id>.manifest.tmp, fsync, close; rename to chk-<id>.manifest; fsync the
 //      directory: from here on the checkpoint is complete
-//   4. prune: for each complete checkpoint beyond the newest `retain`, remove its manifest
-//      (so it is no longer complete), then its data file
+//   4. prune: for each complete checkpoint beyond the newest `retain`, and each damaged
+//      one older than every retained checkpoint, remove its manifest (so it is no longer
+//      complete); fsync the directory; then remove their data files
 // A crash before the manifest's rename leaves at most a data file without a manifest (an
 // orphan), which is never taken for complete and is removed by the next open(). A crash in
-// the middle of pruning leaves an older checkpoint complete or an orphan, both harmless.
+// the middle of pruning leaves an older checkpoint complete or an orphan, both harmless:
+// the directory fsync between the manifests and the data files keeps a power loss from
+// bringing back a manifest whose data file is gone.
 // fsync before each rename makes the order hold across power loss, not only process death.
 //
 // Cancelling (PendingCheckpoint::cancel, from any thread)
@@ -37,9 +40,17 @@
 //
 // Finding checkpoints
 // -------------------
-// complete_checkpoints() lists ids that have a manifest whose checksum is valid; read(id)
-// returns the data file after checking its size and XXH3 against the manifest, so a torn or
-// bit-rotten file is an error naming it rather than a restore of wrong data.
+// A checkpoint is complete when its manifest reads back valid (size, magic, checksum,
+// version, its own id) and its data file exists. A manifest under a final name that is not
+// valid, or whose data file is missing, makes the checkpoint damaged: the commit discipline
+// never leaves one behind, so it means the medium or somebody else changed the directory.
+// scan() lists both, with the reason for each damaged one. latest() never passes over a
+// damaged checkpoint silently: by default a damaged checkpoint newer than the newest
+// complete one is an error naming it and why; StorageOptions::fall_back_past_damaged makes
+// latest() return the newest complete one instead (the caller asked for the rollback, and
+// scan() says what was skipped). read(id) returns the data file after checking its size and
+// XXH3 against the manifest, so a torn or bit-rotten file is an error naming it rather than
+// a restore of wrong data.
 //
 // I/O layer
 // ---------
@@ -94,6 +105,22 @@ struct StorageOptions {
   bool io_thread = true;
   // Its buffers, with io_thread.
   AsyncFileOptions io_buffers;
+  // Off, latest() fails when a checkpoint newer than the newest complete one is damaged; on,
+  // it returns the newest complete one (an explicit rollback, as RocksDB's
+  // best_efforts_recovery).
+  bool fall_back_past_damaged = false;
+};
+
+// A checkpoint whose manifest is under its final name but does not make it complete.
+struct DamagedCheckpoint {
+  std::uint64_t id = 0;
+  std::string reason;  // names the file, and the offset where the damage is
+};
+
+// What the directory holds: complete checkpoints, ascending, and damaged ones, ascending.
+struct CheckpointScan {
+  std::vector<std::uint64_t> complete;
+  std::vector<DamagedCheckpoint> damaged;
 };
 
 class CheckpointStorage;
@@ -166,11 +193,14 @@ class CheckpointStorage {
 
   const std::string& dir() const noexcept { return dir_; }
   // Starts checkpoint `id`. REQUIRES: id > 0. An error if `id` is not above every complete
-  // checkpoint (ids only grow) or the temporary file cannot be created.
+  // and every damaged checkpoint (ids only grow) or the temporary file cannot be created.
   Result<std::unique_ptr<PendingCheckpoint>> begin(std::uint64_t id);
+  // The complete and the damaged checkpoints.
+  Result<CheckpointScan> scan();
   // Ids of the complete checkpoints, ascending.
   Result<std::vector<std::uint64_t>> complete_checkpoints();
-  // The newest complete checkpoint, or nullopt when there is none.
+  // The newest complete checkpoint, or nullopt when there is none. An error when a newer
+  // checkpoint is damaged, unless StorageOptions::fall_back_past_damaged.
   Result<std::optional<std::uint64_t>> latest();
   // The data of complete checkpoint `id`, checked against its manifest.
   Result<std::vector<std::byte>> read(std::uint64_t id);
