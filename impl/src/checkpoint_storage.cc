@@ -12,6 +12,7 @@
 
 #include "cowstate/assert.h"
 #include "cowstate/bytes.h"
+#include "cowstate/hooks.h"
 
 namespace cowstate {
 
@@ -20,7 +21,7 @@ namespace {
 constexpr std::array<std::byte, 4> kManifestMagic = {std::byte{'C'}, std::byte{'S'}, std::byte{'M'},
                                                      std::byte{'F'}};
 constexpr std::uint16_t kManifestVersion = 1;
-constexpr std::size_t kManifestSize = 40;
+constexpr std::size_t kManifestSize = CheckpointStorage::kManifestSize;
 constexpr const char* kDataSuffix = ".cscp";
 constexpr const char* kManifestSuffix = ".manifest";
 constexpr const char* kTmpSuffix = ".tmp";
@@ -245,8 +246,11 @@ Result<std::vector<std::uint64_t>> CheckpointStorage::complete_checkpoints() {
 Result<std::optional<std::uint64_t>> CheckpointStorage::latest() {
   Result<CheckpointScan> found = scan();
   if (!found.ok()) return found.status();
-  const std::optional<std::uint64_t> newest =
+  std::optional<std::uint64_t> newest =
       found->complete.empty() ? std::nullopt : std::optional(found->complete.back());
+  if (COWSTATE_MUTANT(latest_skips_newer_complete) && found->complete.size() >= 2) {
+    newest = found->complete[found->complete.size() - 2];
+  }
   if (!found->damaged.empty() && found->damaged.back().id > newest.value_or(0) &&
       !options_.fall_back_past_damaged) {
     const DamagedCheckpoint& d = found->damaged.back();
@@ -361,14 +365,17 @@ Status CheckpointStorage::publish(PendingCheckpoint& p) {
     return Status::error("checkpoint " + std::to_string(p.id_) + " not committed: " + st.message());
   };
   // 1. the data file: durable before it gets its final name.
-  if (Status st = p.file_->sync(); !st.ok()) return undo(std::move(st), false, false);
+  if (Status st = COWSTATE_MUTANT(rename_before_data_sync) ? Status() : p.file_->sync(); !st.ok())
+    return undo(std::move(st), false, false);
   Status closed = p.file_->close();
   p.file_.reset();
   if (!closed.ok()) return undo(std::move(closed), false, false);
   // 2. its final name, durable.
   if (Status st = fs_->rename_file(data_tmp, data); !st.ok())
     return undo(std::move(st), false, false);
-  if (Status st = fs_->sync_dir(dir_); !st.ok()) return undo(std::move(st), true, false);
+  if (Status st = COWSTATE_MUTANT(manifest_before_data_durable) ? Status() : fs_->sync_dir(dir_);
+      !st.ok())
+    return undo(std::move(st), true, false);
   // 3. the manifest, last (C5).
   ByteWriter w;
   w.put_bytes(kManifestMagic);
@@ -390,7 +397,9 @@ Status CheckpointStorage::publish(PendingCheckpoint& p) {
   if (Status r = fs_->rename_file(manifest_tmp, manifest); !r.ok()) {
     return undo(std::move(r), true, false);
   }
-  if (Status r = fs_->sync_dir(dir_); !r.ok()) return undo(std::move(r), true, true);
+  if (Status r = COWSTATE_MUTANT(no_dir_sync_after_rename) ? Status() : fs_->sync_dir(dir_);
+      !r.ok())
+    return undo(std::move(r), true, true);
   // 4. complete; an error while pruning only leaves older checkpoints for the next commit.
   (void)prune();
   return Status();
@@ -407,6 +416,9 @@ Status CheckpointStorage::prune() {
       complete.size() > options_.retain ? complete.size() - options_.retain : 0;
   const std::uint64_t oldest_kept = complete[drop];
   std::vector<std::uint64_t> gone(complete.begin(), complete.begin() + static_cast<long>(drop));
+  if (COWSTATE_MUTANT(prune_removes_needed_file) && drop > 0) {
+    (void)fs_->remove_file(data_path(oldest_kept));
+  }
   for (const DamagedCheckpoint& d : found->damaged) {
     if (d.id < oldest_kept) gone.push_back(d.id);
   }

@@ -4,6 +4,7 @@
 #include "cowstate/simulated_file_system.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "cowstate/assert.h"
@@ -109,6 +110,25 @@ std::uint64_t SeededDiskChoices::choose(std::uint64_t n, const char* /*what*/) {
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   z ^= z >> 31;
   return z % n;
+}
+
+void SeededDiskChoices::about(std::string_view op) {
+  std::string what;
+  for (std::size_t i = 0; i < op.size();) {
+    std::size_t j = i;
+    while (j < op.size() && op[j] >= '0' && op[j] <= '9') ++j;
+    if (j == i) {
+      what += op[i++];
+      continue;
+    }
+    if (j - i < 8) what.append(op.substr(i, j - i));
+    i = j;
+  }
+  const std::uint64_t before = seen_[what]++;
+  what += "#" + std::to_string(before);
+  std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a 64
+  for (const char c : what) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+  state_ = seed_ ^ h;
 }
 
 DiskChoices& keep_everything() noexcept {
@@ -509,6 +529,22 @@ std::vector<std::string> SimulatedFileSystem::power_loss(DiskChoices& choices,
   return lines;
 }
 
+std::vector<std::string> SimulatedFileSystem::power_loss_after(std::uint64_t op,
+                                                               DiskChoices& choices,
+                                                               PowerLossOptions options) {
+  SimulatedFileSystem replayer;
+  replayer.disk_ = history_base_;
+  std::map<std::uint64_t, std::uint64_t> file_inodes;
+  for (const Operation& o : history_) {
+    if (o.number > op) break;
+    replayer.replay(o, file_inodes);
+  }
+  // Files opened on the disk as it is now must die with it.
+  replayer.disk_.epoch = std::max(replayer.disk_.epoch, disk_.epoch);
+  disk_ = std::move(replayer.disk_);
+  return power_loss(choices, options);
+}
+
 // One power loss of a disk, step by step (see the header comment for the rules).
 struct SimulatedFileSystem::PowerLoss {
   using Entries = std::map<std::string, std::uint64_t>;
@@ -553,6 +589,7 @@ struct SimulatedFileSystem::PowerLoss {
       const bool applies = p.kind == Pending::Kind::create || p.kind == Pending::Kind::mkdir
                                ? named == e.end()
                                : named != e.end() && named->second == p.inode;
+      if (applies) choices.about(describe(p));
       if (!applies) {
         say(n, p, "lost (no longer applies)");
       } else if (choices.choose(2, "keep a directory operation") == 0) {
@@ -607,7 +644,7 @@ struct SimulatedFileSystem::PowerLoss {
         say(n, p, "lost (the file is gone)");
       } else if (stopped.contains(p.inode)) {
         say(n, p, "lost (an earlier write to the file was lost)");
-      } else if (choices.choose(2, "keep a write") == 0) {
+      } else if (choices.about(describe(p)); choices.choose(2, "keep a write") == 0) {
         stopped.insert(p.inode);
         say(n, p, "lost");
       } else if (const std::size_t kept = keep(p.inode, p.write); kept < p.write.bytes.size()) {

@@ -185,6 +185,9 @@ class PendingCheckpoint final : public CheckpointSink {
 
 class CheckpointStorage {
  public:
+  // Bytes of one manifest file (docs/checkpoint-format.md).
+  static constexpr std::size_t kManifestSize = 40;
+
   // Opens (creating it if needed) the checkpoint directory `dir`, and removes temporaries
   // and orphaned data files left by a crash.
   static Result<std::unique_ptr<CheckpointStorage>> open(std::string dir,

@@ -59,7 +59,14 @@ namespace cowstate::mutants {
   X(ttl_read_no_refresh)              \
   X(ttl_empty_list_kept)              \
   X(transform_in_place_shared)        \
-  X(load_drops_chain_tail)
+  X(load_drops_chain_tail)            \
+  X(rename_before_data_sync)          \
+  X(no_dir_sync_after_rename)         \
+  X(manifest_before_data_durable)     \
+  X(restore_ignores_block_checksum)   \
+  X(latest_skips_newer_complete)      \
+  X(torn_header_accepted)             \
+  X(prune_removes_needed_file)
 
 enum class Mutant : std::uint8_t {
   none = 0,

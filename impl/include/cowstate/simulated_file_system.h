@@ -81,6 +81,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cowstate/file_system.h"
@@ -95,16 +96,27 @@ class DiskChoices {
   // A value in [0, n); `what` says what is decided, for traces.
   // REQUIRES: n >= 1.
   virtual std::uint64_t choose(std::uint64_t n, const char* what) = 0;
+  // The choices that follow decide pending operation `op` (its description, without its
+  // number in the history).
+  virtual void about(std::string_view /*op*/) {}
 };
 
-// Choices from a splitmix64 stream: the same seed gives the same choices.
+// Choices from a splitmix64 stream started afresh for each operation from the seed and what
+// the operation is: its description with every run of 8 or more digits (the ids in file
+// names) left out, and how many operations so described came before it. The same seed
+// gives the same choices, and an operation's fate depends neither on the operations that
+// were pending before it nor on the ids of the files it touches, so a scenario shrunk
+// around a power loss keeps what the loss decides.
 class SeededDiskChoices final : public DiskChoices {
  public:
-  explicit SeededDiskChoices(std::uint64_t seed) noexcept : state_(seed) {}
+  explicit SeededDiskChoices(std::uint64_t seed) noexcept : seed_(seed), state_(seed) {}
   std::uint64_t choose(std::uint64_t n, const char* what) override;
+  void about(std::string_view op) override;
 
  private:
+  std::uint64_t seed_;
   std::uint64_t state_;
+  std::map<std::string, std::uint64_t> seen_;  // described operations -> how many so far
 };
 
 // Always the largest answer: every pending operation is kept, whole.
@@ -166,6 +178,11 @@ class SimulatedFileSystem final : public FileSystem {
   // Power loss: see the header comment. Returns one line per pending operation saying
   // whether it was kept (whole or up to which byte) or lost.
   std::vector<std::string> power_loss(DiskChoices& choices, PowerLossOptions options = {});
+  // Power loss as if it had struck right after operation number `op`: the operations of
+  // history() numbered above it never happened (the disk is history()'s start with the
+  // rest replayed), then power_loss(choices). Numbering goes on from operations().
+  std::vector<std::string> power_loss_after(std::uint64_t op, DiskChoices& choices,
+                                            PowerLossOptions options = {});
 
   // Read faults on the next read_file of `path`.
   // The bit `bit` of the byte at `offset` is flipped. REQUIRES: bit < 8.

@@ -36,6 +36,8 @@ constexpr BackendField kBackendFields[] = {
     {"cancel_percent", &BackendWorkloadOptions::cancel_percent},
     {"fault_percent", &BackendWorkloadOptions::fault_percent},
     {"fault_within", &BackendWorkloadOptions::fault_within},
+    {"power_loss_percent", &BackendWorkloadOptions::power_loss_percent},
+    {"read_fault_percent", &BackendWorkloadOptions::read_fault_percent},
     {"deep_check_every", &BackendWorkloadOptions::deep_check_every}};
 // Written only when ttl_ms != 0, so runs without TTL print as they always did.
 constexpr BackendField kTtlFields[] = {
@@ -97,6 +99,10 @@ BackendWorkloadOptions BackendWorkloadOptions::swarm(std::uint64_t seed, std::ui
   o.cancel_percent = static_cast<std::uint32_t>(rng.below(30));
   o.fault_percent = static_cast<std::uint32_t>(rng.below(30));
   o.fault_within = static_cast<std::uint32_t>(rng.between(1, 16));
+  // Power losses and read faults, from their own stream.
+  Prng disk(derive_seed(seed, 0xd15c));
+  o.power_loss_percent = static_cast<std::uint32_t>(disk.below(11));
+  o.read_fault_percent = static_cast<std::uint32_t>(disk.below(101));
   // TTL on half of the seeds, from its own stream (the draws above stay as they were).
   Prng ttl(derive_seed(seed, 0x771));
   if (ttl.chance(1, 2)) {
@@ -143,10 +149,10 @@ std::optional<BackendWorkloadOptions> BackendWorkloadOptions::parse(std::string_
   if (o.keys == 0 || o.namespaces == 0 || o.ops_max == 0 || o.min_capacity == 0 ||
       o.max_capacity == 0 || o.max_capacity > (1u << 30) || o.step_entries_max == 0 ||
       o.live_checkpoints_max == 0 || o.cancel_percent > 100 || o.fault_percent > 100 ||
-      o.fault_within == 0 || state_weights == 0 || o.max_parallelism == 0 ||
-      o.max_parallelism > 32768 || o.key_group_first > o.key_group_last ||
-      o.key_group_last >= o.max_parallelism || o.ttl_update > 1 || o.ttl_visibility > 1 ||
-      o.ttl_key_switch > 1 || o.ttl_full_snapshot > 1 ||
+      o.power_loss_percent > 100 || o.read_fault_percent > 100 || o.fault_within == 0 ||
+      state_weights == 0 || o.max_parallelism == 0 || o.max_parallelism > 32768 ||
+      o.key_group_first > o.key_group_last || o.key_group_last >= o.max_parallelism ||
+      o.ttl_update > 1 || o.ttl_visibility > 1 || o.ttl_key_switch > 1 || o.ttl_full_snapshot > 1 ||
       (o.ttl_key_switch == 1 && o.ttl_cleanup == 0)) {
     *error =
         "options out of range (keys, namespaces, ops_max, capacities, step_entries_max, "

@@ -3,6 +3,8 @@
 #include "backend/scenario_lines.h"
 
 #include <algorithm>
+#include <iterator>
+#include <limits>
 #include <map>
 
 namespace cowstate::sim {
@@ -188,6 +190,40 @@ Name parse_state_name(ScenarioReader& in, const ActionKind* kind) {
                              : "the " + std::string(action_name(*kind)) + " state (" + names + ")");
 }
 
+// `power_loss after=OP|now[-K] keep=SEED [read=FAULT at=N]`, after the word. A crash point
+// counted back from the last disk operation is kept as -(K + 1) in `x`.
+void power_loss_action(ScenarioReader& in, Action* a) {
+  a->kind = ActionKind::power_loss;
+  in.assignment("after");
+  if (in.at_word("now")) {
+    in.next();
+    const ScenarioToken& back = in.peek();
+    std::int64_t k = 0;
+    if (back.kind == TokenKind::number && back.text[0] == '-') {
+      // The tokenizer reads "-K" as a negative number.
+      k = -in.number<std::int64_t>("'-' and a count of disk operations");
+      if (k < 0) in.fail(back, "now-K with K >= 0", "'now" + back.text + "'");
+    }
+    a->x = -k - 1;
+  } else {
+    a->x = static_cast<std::int64_t>(in.bounded("a disk operation number (or now)", 0,
+                                                std::numeric_limits<std::int64_t>::max() - 1));
+  }
+  in.assignment("keep");
+  a->extras.set().salt = in.number<std::uint64_t>("a seed of the power loss's choices");
+  if (in.at_end()) return;
+  in.assignment("read");
+  const ScenarioToken t = in.want_word("a read fault");
+  std::string names;
+  for (std::size_t i = 1; i < std::size(kReadFaultNames); ++i) {
+    if (t.text == kReadFaultNames[i]) a->budget = static_cast<std::uint32_t>(i);
+    names += (i == 1 ? "" : ", ") + std::string(kReadFaultNames[i]);
+  }
+  if (a->budget == 0) in.fail(t, "a read fault (" + names + ")");
+  in.assignment("at");
+  a->entry.first = in.number<std::uint64_t>("a fault position");
+}
+
 void parse_writer_action(ScenarioReader& in, const ScenarioToken& verb, Action* a) {
   static const std::map<std::string, ActionKind> kWriter = {
       {"value", ActionKind::value_state},
@@ -199,11 +235,12 @@ void parse_writer_action(ScenarioReader& in, const ScenarioToken& verb, Action* 
       {"restore", ActionKind::restore}};
   const bool ttl = in.config().ttl_ms != 0;
   if (ttl && verb.text == "cleanup") return cleanup_action(in, a);
+  if (verb.text == "power_loss") return power_loss_action(in, a);
   auto it = kWriter.find(verb.text);
   if (it == kWriter.end()) {
     in.fail(verb, std::string("a writer action of the backend workload (value, list, map, "
                               "reducing, aggregating, checkpoint, restore, ") +
-                      (ttl ? "cleanup, " : "") + "or continue)");
+                      (ttl ? "cleanup, " : "") + "power_loss, or continue)");
   }
   a->kind = it->second;
   if (a->kind == ActionKind::checkpoint) {
@@ -223,9 +260,10 @@ void parse_writer_action(ScenarioReader& in, const ScenarioToken& verb, Action* 
 Workload::WriterActionTraits traits(const Action& a) {
   const bool checkpoint = a.kind == ActionKind::checkpoint;
   const bool restore = a.kind == ActionKind::restore;
+  const bool power_loss = a.kind == ActionKind::power_loss;
   return {.starts_task = checkpoint ? "c" : nullptr,
           .names_task = restore,
-          .can_pause = !checkpoint && !restore,
+          .can_pause = !checkpoint && !restore && !power_loss,
           .names_entry = names_entry(a)};
 }
 
@@ -239,6 +277,15 @@ std::string print_writer_action(const Action& a) {
              (r.also.empty() ? "" : " and " + range_text(r.also)) +
              (r.merge_back ? " then merge" : "");
     }
+    case ActionKind::power_loss:
+      return " after=" +
+             (a.x >= 0    ? std::to_string(a.x)
+              : a.x == -1 ? std::string("now")
+                          : "now-" + std::to_string(-(a.x + 1))) +
+             " keep=" + std::to_string(a.extras.get().salt) +
+             (a.budget == 0 ? std::string()
+                            : std::string(" read=") + kReadFaultNames[a.budget] +
+                                  " at=" + std::to_string(a.entry.first));
     case ActionKind::cleanup:
       return " s=" + a.state +
              " n=" + (a.budget == 0 ? std::string("all") : std::to_string(a.budget));
@@ -248,6 +295,25 @@ std::string print_writer_action(const Action& a) {
 }
 
 std::vector<Action> simpler_writer_actions(const Action& a) {
+  if (a.kind == ActionKind::power_loss) {
+    ActionVariants v(a);
+    if (a.budget != 0)
+      v.add([](Action& b) {
+        b.budget = 0;
+        b.entry.first = 0;
+      });
+    if (a.budget != 0 && a.entry.first != 0) {
+      v.add([](Action& b) { b.entry.first = 0; });
+      v.add([](Action& b) { b.entry.first /= 2; });
+    }
+    // A crash point nearer the end, counted from it (steps dropped before it then leave it
+    // where it was), and fewer bits of choice.
+    if (a.x != -1) v.add([](Action& b) { b.x = -1; });
+    if (a.x < -2) v.add([](Action& b) { b.x = b.x / 2; });
+    for (std::uint64_t seed = 0; seed < std::min<std::uint64_t>(a.extras.get().salt, 8); ++seed)
+      v.add([seed](Action& b) { b.extras.set().salt = seed; });
+    return v.take();
+  }
   if (!names_entry(a)) return {};  // checkpoints, restores and cleanups carry no data to shrink
   ActionVariants v(a);
   // Arities are fixed by the operation: only smaller data.

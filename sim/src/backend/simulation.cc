@@ -1,5 +1,6 @@
-// The backend simulation: a KeyedStateBackend, its checkpoints on a real file system and
-// its restores, against the reference KeyedStateModel, under the deterministic scheduler.
+// The backend simulation: a KeyedStateBackend, its checkpoints on a simulated disk (or a
+// real file system, COWSTATE_SIM_TMPDIR) and its restores, against the reference
+// KeyedStateModel, under the deterministic scheduler.
 //
 // The backend owns the key groups of the workload's range and registers one state of each
 // kind (backend_states() of backend/scenario_lines.h: count value, events list, attrs map,
@@ -13,7 +14,8 @@
 //              key is switched with set_current_key every time, so key groups change from
 //              step to step), and its namespace; or the sync phase of a checkpoint (a
 //              BackendSnapshot, the model's image of that moment, and the storage's
-//              pending file); or, in scenarios, a restore to check.
+//              pending file); or, in scenarios, a restore to check; or, with no
+//              checkpoint in flight, a power loss and restart (below).
 //   c<N>       one serializer per checkpoint: the async phase, CheckpointWriter::step(k)
 //              with yield points inside, into the pending file; at the end the commit, then
 //              the restore round trips below. It may first arm an injected I/O error.
@@ -25,6 +27,14 @@
 // restricted to its range by the model's own key-group function. A checkpoint that fails
 // (injected error) or is cancelled must have released every map snapshot, must not be
 // complete in storage, and the newest complete checkpoint must still restore exactly.
+//
+// Power loss (simulated disk only): SimulatedFileSystem::power_loss_after undoes every disk
+// operation after the crash point and decides what survives of those not yet durable; the
+// backend restarts from nothing but the disk: storage reopened, latest checkpoint restored
+// (through a read fault, when one is drawn), model reset to that checkpoint's image. C8:
+// the latest is at least the newest checkpoint that committed before the crash point and
+// survived every power loss since, and restores exactly; C9: a damaged copy is refused,
+// naming the file, and leaves nothing half-restored.
 //
 // TTL (config ttl=MS, or BackendWorkloadOptions::ttl_ms): the count, events and attrs
 // states get a StateTtlConfig on a ManualTtlClock that only the clock task moves. Their
@@ -87,6 +97,7 @@
 #include "cowstate/model/ttl_model.h"
 #include "cowstate/serializers.h"
 #include "cowstate/sim/backend_options.h"
+#include "cowstate/simulated_file_system.h"
 #include "cowstate/ttl.h"
 
 namespace cowstate::sim::detail {
@@ -246,7 +257,10 @@ struct CheckpointRecord {
   bool decided = false;        // the releaser chose whether to cancel it
   bool fault_decided = false;  // generated runs: the serializer chose whether to arm one
   bool finished = false;
-  bool complete = false;  // committed
+  bool complete = false;           // committed (and not lost at a power loss since)
+  bool lost = false;               // a power loss struck before it was durable
+  std::uint64_t committed_op = 0;  // the disk's operation count when its commit returned
+  std::uint64_t bytes = 0;         // of its data file, once complete
 };
 
 class BackendSimulation final : public SimCore {
@@ -411,6 +425,18 @@ class BackendSimulation final : public SimCore {
   void state_operation(const Action& a);
   void start_checkpoint(const std::string& name);
   void scripted_restore(const Action& a);
+  void power_loss(const Action& a);
+  // The backend after a power loss: reopens the storage, restores the latest checkpoint
+  // (through read fault `a.budget` first, if any) and resets the model to it.
+  void restart(const Action& a, std::uint64_t crash_op);
+  std::optional<std::vector<std::byte>> read_through_fault(const Action& a, std::uint64_t id);
+  Result<std::unique_ptr<CheckpointStorage>> open_storage() {
+    StorageOptions options;
+    options.retain = kRetain;
+    options.io_thread = false;  // every write on the simulated task, errors where they happen
+    return CheckpointStorage::open(dir_.empty() ? "checkpoints" : dir_ + "/checkpoints", *fs_,
+                                   options);
+  }
 
   // --- TTL (the rules are the model's, model/ttl_model.h) ---
   std::int64_t now() const { return clock_.current_timestamp(); }
@@ -460,7 +486,10 @@ class BackendSimulation final : public SimCore {
   static bool accepted_cancel(const CheckpointRecord& rec) {
     return rec.cancelled == CancelResult::accepted;
   }
-  void finish_failed(CheckpointRecord& rec, const std::string& why);
+  // `since`: the disk operation count when its failure began (a refused commit has
+  // already tried to remove its temporary file).
+  void finish_failed(CheckpointRecord& rec, const std::string& why,
+                     std::uint64_t since = UINT64_MAX);
   void finish_complete(CheckpointRecord& rec);
   // Arms an injected I/O error at the n-th mutating file operation from now.
   void arm_fault(std::uint32_t n) {
@@ -510,7 +539,9 @@ class BackendSimulation final : public SimCore {
   Model model_;
   std::unique_ptr<SimBackend> primary_;
   std::vector<Key> keys_;  // the key space: keys of the backend's range, by the model
-  std::string dir_;        // the run's checkpoint directory
+  std::string dir_;        // the run's checkpoint directory on a real file system, if any
+  std::unique_ptr<SimulatedFileSystem> disk_;  // otherwise the simulated disk
+  std::uint64_t disk_base_ = 0;                // the disk's operation count at its last power loss
   std::unique_ptr<FaultInjectionFileSystem> fs_;
   std::unique_ptr<CheckpointStorage> storage_;
   std::uint64_t armed_at_ = 0;  // operation number of the armed fault, 0 when none
@@ -548,24 +579,21 @@ void BackendSimulation::start() {
   for (Key k = 0; keys_.size() < std::size_t{opts_.keys} && k < (Key{1} << 24); ++k) {
     if (range_.contains(key_group_of(k))) keys_.push_back(k);
   }
-  // A fresh directory for the run's checkpoints: tmpfs when there is one (fsync is free).
-  const char* env = std::getenv("COWSTATE_SIM_TMPDIR");
-  std::error_code ec;
-  std::string base = env != nullptr                                  ? std::string(env)
-                     : std::filesystem::is_directory("/dev/shm", ec) ? std::string("/dev/shm")
-                                                                     : std::string();
-  if (base.empty()) base = std::filesystem::temp_directory_path(ec).string();
-  std::string tmpl = base + "/cowstate-sim-XXXXXX";
-  if (::mkdtemp(tmpl.data()) == nullptr) {
-    throw ScenarioInvalid{
-        0, "cannot create a checkpoint directory under " + base + " (set COWSTATE_SIM_TMPDIR)"};
+  // The run's checkpoints: on the simulated disk, or (COWSTATE_SIM_TMPDIR=DIR) in a fresh
+  // directory under DIR of the real file system, where no power loss can strike.
+  if (const char* env = std::getenv("COWSTATE_SIM_TMPDIR"); env != nullptr) {
+    std::string tmpl = std::string(env) + "/cowstate-sim-XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+      throw ScenarioInvalid{0, "cannot create a checkpoint directory under " + std::string(env) +
+                                   " (COWSTATE_SIM_TMPDIR)"};
+    }
+    dir_ = tmpl;
+    fs_ = std::make_unique<FaultInjectionFileSystem>(posix_file_system());
+  } else {
+    disk_ = std::make_unique<SimulatedFileSystem>();
+    fs_ = std::make_unique<FaultInjectionFileSystem>(*disk_);
   }
-  dir_ = tmpl;
-  fs_ = std::make_unique<FaultInjectionFileSystem>(posix_file_system());
-  StorageOptions options;
-  options.retain = kRetain;
-  options.io_thread = false;  // every write on the simulated task, errors where they happen
-  auto storage = CheckpointStorage::open(dir_ + "/checkpoints", *fs_, options);
+  auto storage = open_storage();
   if (!storage.ok()) throw ScenarioInvalid{0, "checkpoint storage: " + storage.status().message()};
   storage_ = std::move(*storage);
   spawn("writer", "writer", TaskKind::writer, 4, [this] { writer_body(); });
@@ -585,6 +613,26 @@ Action BackendSimulation::generate(Prng& rng) {
   ++generated_;
   Action a;
   if (ttl_ && generate_cleanup(rng, a)) return a;
+  if (disk_ != nullptr && opts_.power_loss_percent != 0 && in_flight() == 0 &&
+      rng.below(100) < opts_.power_loss_percent) {
+    a.kind = ActionKind::power_loss;
+    // Counted back from the last operation, as a scenario's `after=now-K`.
+    a.x = -static_cast<std::int64_t>(rng.below(disk_->operations() - disk_base_ + 1)) - 1;
+    a.extras.set().salt = rng.next();
+    if (rng.below(100) < opts_.read_fault_percent) {
+      a.budget = static_cast<std::uint32_t>(1 + rng.below(std::size(kReadFaultNames) - 1));
+      // A bit of the newest committed checkpoint's file (or of a manifest), so that the
+      // position stays where it is while the shrinker drops steps around it; half of the
+      // time in its first sector, where the header is.
+      std::uint64_t bytes = std::max<std::uint64_t>(
+          CheckpointStorage::kManifestSize,
+          newest_committed_ ? checkpoints_.at(*newest_committed_ - 1)->bytes : 0);
+      if (rng.chance(1, 2))
+        bytes = std::min<std::uint64_t>(bytes, SimulatedFileSystem::kSectorBytes);
+      a.entry.first = rng.below(8 * bytes);
+    }
+    return a;
+  }
   std::array<std::uint32_t, 6> w = opts_.weights;
   if (in_flight() >= opts_.live_checkpoints_max) w[5] = 0;
   const std::size_t which = pick_weighted(rng, w);
@@ -717,6 +765,9 @@ void BackendSimulation::execute(const Action& a) {
       return;
     case ActionKind::restore:
       scripted_restore(a);
+      return;
+    case ActionKind::power_loss:
+      power_loss(a);
       return;
     default:
       COWSTATE_ASSERT(false, "T2", "the backend writer ran a non-writer action");
@@ -1096,11 +1147,12 @@ void BackendSimulation::commit(CheckpointRecord& rec) {
     } else {
       expect_injected(at, rec.name + ": commit", committed);
     }
-    finish_failed(rec, committed.message());
+    finish_failed(rec, committed.message(), at);
     return;
   }
   expect(!accepted_cancel(rec), "C7",
          rec.name + " was published although its cancel was accepted before the commit");
+  rec.committed_op = disk_ != nullptr ? disk_->operations() : 0;
   finish_complete(rec);
 }
 
@@ -1130,14 +1182,15 @@ void BackendSimulation::cancel(CheckpointRecord& rec, const std::string& by) {
   dirty_ = true;
 }
 
-void BackendSimulation::finish_failed(CheckpointRecord& rec, const std::string& why) {
+void BackendSimulation::finish_failed(CheckpointRecord& rec, const std::string& why,
+                                      std::uint64_t since) {
   COWSTATE_ASSERT(!rec.finished, "T3", "a checkpoint record finished twice");
   rec.finished = true;
   if (!rec.decided) {
     rec.decided = true;
     --undecided_;
   }
-  const std::uint64_t before_abort = fs_->operations();
+  const std::uint64_t before_abort = std::min(since, fs_->operations());
   if (rec.pending != nullptr) rec.pending->abort();
   trace(rec.name + " failed: " + scrub(why));
   expect_no_temporary(rec, before_abort, "C6", "it was aborted");
@@ -1190,12 +1243,18 @@ void BackendSimulation::finish_complete(CheckpointRecord& rec) {
   model_.backend().release_checkpoint(rec.id);
   if (!newest_committed_ || *newest_committed_ < rec.id) newest_committed_ = rec.id;
   dirty_ = true;
-  trace(rec.name + " complete: " + std::to_string(rec.writer->bytes_written()) + " bytes");
+  rec.bytes = rec.writer->bytes_written();
+  trace(rec.name + " complete: " + std::to_string(rec.bytes) + " bytes");
   // Storage keeps the newest kRetain complete checkpoints by id: one that commits after
   // kRetain newer ones is pruned at once, which is right (and all that may explain it).
-  auto complete = storage_->complete_checkpoints();
-  expect(complete.ok(), "storage",
-         "listing complete checkpoints: " + scrub(complete.status().message()));
+  auto found = storage_->scan();
+  expect(found.ok(), "storage", "listing complete checkpoints: " + scrub(found.status().message()));
+  for (const DamagedCheckpoint& d : found->damaged) {
+    expect(false, "C9",
+           rec.name + " committed and checkpoint " + std::to_string(d.id) +
+               " is damaged, with no fault on the disk: " + scrub(d.reason));
+  }
+  const std::vector<std::uint64_t>* complete = &found->complete;
   std::size_t newer = 0;
   for (std::uint64_t id : *complete) newer += id > rec.id ? 1U : 0U;
   if (std::find(complete->begin(), complete->end(), rec.id) == complete->end()) {
@@ -1339,7 +1398,9 @@ void BackendSimulation::scripted_restore(const Action& a) {
   const CheckpointRecord* rec = named(a.snapshot);
   if (rec == nullptr || !rec->complete) {
     invalid(*tasks_[0], a.snapshot + " is not a complete checkpoint (it " +
-                            (rec == nullptr || !rec->finished ? "has not finished" : "failed") +
+                            (rec == nullptr || !rec->finished ? "has not finished"
+                             : rec->lost                      ? "was lost at a power loss"
+                                                              : "failed") +
                             "); only a complete one restores");
   }
   for (const GroupRange& r : {a.extras.get().into, a.extras.get().also}) {
@@ -1356,6 +1417,204 @@ void BackendSimulation::scripted_restore(const Action& a) {
   yields_enabled_ = false;
   round_trip(rec->expected, *bytes, rec->name, ra, rb, a.extras.get().merge_back);
   yields_enabled_ = true;
+}
+
+// ---------------------------------------------------------------------------------------
+// Power loss and restart
+
+// The process dies with the disk: the heap state, open files and work in flight are gone,
+// and what the disk keeps of its pending operations is chosen (SimulatedFileSystem).
+void BackendSimulation::power_loss(const Action& a) {
+  trace("writer " + writer_text(a));
+  if (disk_ == nullptr) {
+    invalid(*tasks_[0],
+            "power_loss needs the simulated disk; this run's checkpoints are on a real file "
+            "system (COWSTATE_SIM_TMPDIR)");
+  }
+  for (const auto& r : checkpoints_) {
+    if (!r->finished) {
+      invalid(*tasks_[0], "power_loss while checkpoint " + r->name +
+                              " is in flight: let it finish or fail first");
+    }
+  }
+  const std::uint64_t now_op = disk_->operations();
+  const std::uint64_t back = a.x < 0 ? static_cast<std::uint64_t>(-(a.x + 1)) : 0;
+  const std::uint64_t op =
+      std::clamp(a.x < 0 ? now_op - std::min(back, now_op) : static_cast<std::uint64_t>(a.x),
+                 disk_base_, now_op);
+  SeededDiskChoices choices(a.extras.get().salt);
+  const std::vector<std::string> decided = disk_->power_loss_after(op, choices);
+  disk_base_ = disk_->operations();
+  trace("power loss after disk operation " + std::to_string(op) + " of " + std::to_string(now_op) +
+        ": " + std::to_string(decided.size()) + " pending operations decided");
+  for (const std::string& line : decided) trace("  " + line);
+  for (auto& r : checkpoints_) {  // finished: their map snapshots are released (C2)
+    r->writer.reset();
+    r->pending.reset();
+    r->snapshot.reset();
+  }
+  storage_.reset();
+  primary_.reset();
+  fs_ = std::make_unique<FaultInjectionFileSystem>(*disk_);  // no injected error armed
+  armed_at_ = 0;
+  yields_enabled_ = false;  // a power loss has no yield point: the restart runs whole
+  restart(a, op);
+  yields_enabled_ = true;
+}
+
+// Arms read fault `a.budget` at position `a.entry.first` (taken modulo the file's size in
+// its unit) for the next `times` reads of `path`, whose bytes are `clean`.
+void arm_read_fault(SimulatedFileSystem& disk, const Action& a, const std::string& path,
+                    std::size_t size, int times) {
+  const std::uint64_t n = a.entry.first;
+  const std::uint64_t bytes = std::max<std::uint64_t>(size, 1);
+  const std::uint64_t sectors =
+      (bytes + SimulatedFileSystem::kSectorBytes - 1) / SimulatedFileSystem::kSectorBytes;
+  for (int i = 0; i < times; ++i) {
+    switch (a.budget) {
+      case 1:  // flip
+      case 5:  // manifest: a flip too
+        disk.flip_bit_on_read(path, (n % (bytes * 8)) / 8, static_cast<unsigned>(n % 8));
+        break;
+      case 2:
+        disk.zero_sector_on_read(path, n % sectors);
+        break;
+      case 3: {
+        const std::uint64_t s = n % sectors;
+        const std::uint64_t from =
+            sectors < 2 ? s + 1 : (s + 1 + (n / sectors) % (sectors - 1)) % sectors;
+        disk.misdirect_read(path, s, from);
+        break;
+      }
+      default:
+        disk.short_read(path, n % bytes);
+    }
+  }
+}
+
+void BackendSimulation::restart(const Action& a, std::uint64_t crash_op) {
+  const std::string after = "after the power loss";
+  auto storage = open_storage();
+  expect(storage.ok(), "C8",
+         "reopening the checkpoint storage " + after + ": " + scrub(storage.status().message()));
+  storage_ = std::move(*storage);
+  // C8: every checkpoint whose commit returned before the crash point survives.
+  const CheckpointRecord* floor = nullptr;
+  for (const auto& r : checkpoints_) {
+    if (r->complete && r->committed_op <= crash_op) floor = r.get();
+  }
+  const bool manifest_fault = a.budget == 5;
+  if (manifest_fault) {  // on the newest manifest in place
+    auto names = fs_->list_dir(storage_->dir());
+    expect(names.ok(), "storage",
+           "listing the checkpoint directory: " + scrub(names.status().message()));
+    std::string newest;
+    for (const std::string& name : *names) {
+      if (name.size() > 9 && name.compare(name.size() - 9, 9, ".manifest") == 0) newest = name;
+    }
+    if (newest.empty()) {
+      trace("restart: no manifest to fault");
+    } else {
+      const std::string path = storage_->dir() + "/" + newest;
+      arm_read_fault(*disk_, a, path, CheckpointStorage::kManifestSize, 1);
+      auto latest = storage_->latest();
+      trace("restart: a flipped bit in " + newest + ": " +
+            (latest.ok() ? std::string("latest() passed") : scrub(latest.status().message())));
+      expect(!latest.ok() && latest.status().message().find(newest) != std::string::npos, "C9",
+             "a bit flipped in " + newest + " " + after + " went unreported: latest() " +
+                 (latest.ok() ? std::string("succeeded")
+                              : "said " + scrub(latest.status().message())));
+    }
+  }
+  auto latest = storage_->latest();
+  expect(latest.ok(), "C8",
+         "finding the latest checkpoint " + after + ": " + scrub(latest.status().message()));
+  const std::uint64_t got = latest->value_or(0);
+  const std::string got_name = got == 0 ? std::string("none") : checkpoints_.at(got - 1)->name;
+  expect(floor == nullptr || got >= floor->id, "C8",
+         after + " (disk operation " + std::to_string(crash_op) + ") the latest checkpoint is " +
+             got_name + ", but " + (floor ? floor->name : std::string()) +
+             " had committed by disk operation " + std::to_string(floor ? floor->committed_op : 0));
+  trace("restart: latest checkpoint " + got_name);
+  BackendImage image;
+  if (got == 0) {
+    primary_ =
+        std::make_unique<SimBackend>(range_, max_parallelism_, map_options_, false, &clock_, ttl_);
+  } else {
+    CheckpointRecord& rec = *checkpoints_.at(got - 1);
+    auto bytes = a.budget != 0 && !manifest_fault ? read_through_fault(a, got)
+                                                  : std::optional<std::vector<std::byte>>();
+    if (!bytes) {
+      auto read = storage_->read(got);
+      expect(read.ok(), "C8",
+             rec.name + " does not read back " + after + ": " + scrub(read.status().message()));
+      bytes = std::move(*read);
+    }
+    primary_ = restored({CheckpointInput{rec.name, *bytes, rec.id}}, range_, false,
+                        rec.name + " restored " + after);
+    image = contents(*primary_, rec.name + " restored " + after);
+    // One that failed may be durable all the same (its manifest's removal lost).
+    if (!rec.complete && ttl_ && ttl_->full_snapshot_cleanup) settle_full_snapshot(rec, image);
+    compare(rec.expected, image, "C8", rec.name + " restored " + after);
+  }
+  // What is newer than the latest never reached the medium; the latest itself is durable,
+  // even if its commit failed (its manifest's removal lost).
+  for (auto& r : checkpoints_) {
+    if (r->id > got) {
+      r->lost = r->lost || r->complete;
+      r->complete = false;
+    } else if (r->id == got) {
+      r->complete = true;
+    }
+  }
+  model_.backend() = Store::restored(model_.backend().kinds(), image);
+  newest_committed_ = got == 0 ? std::nullopt : std::optional<std::uint64_t>(got);
+  dirty_ = true;
+}
+
+// Reads checkpoint `id`'s data file through read fault `a` twice, raw and through the
+// storage: a copy that differs from the file must be refused by both, naming the file,
+// and restore nothing (C9); one that does not must restore exactly. Returns the clean bytes.
+std::optional<std::vector<std::byte>> BackendSimulation::read_through_fault(const Action& a,
+                                                                            std::uint64_t id) {
+  const CheckpointRecord& rec = *checkpoints_.at(id - 1);
+  const std::string path = storage_->data_path(id);
+  const std::string file = std::filesystem::path(path).filename().string();
+  auto clean = fs_->read_file(path);
+  expect(clean.ok(), "C8",
+         rec.name + "'s data file does not read: " + scrub(clean.status().message()));
+  arm_read_fault(*disk_, a, path, clean->size(), 2);
+  auto raw = fs_->read_file(path);
+  auto stored = storage_->read(id);
+  const bool changed = !raw.ok() || *raw != *clean;
+  trace(std::string("restart: read fault ") + kReadFaultNames[a.budget] + " on " + file + ": " +
+        (changed ? "the copy differs" : "the copy is unchanged"));
+  if (changed) {
+    expect(!stored.ok() && stored.status().message().find(file) != std::string::npos, "C9",
+           "the storage read a damaged copy of " + file + ": " +
+               (stored.ok() ? std::string("accepted") : scrub(stored.status().message())));
+  } else {
+    expect(
+        stored.ok(), "C8",
+        "the storage refused an intact copy of " + file + ": " + scrub(stored.status().message()));
+  }
+  if (raw.ok()) {
+    SimBackend sb(range_, max_parallelism_, map_options_, false, &clock_, ttl_);
+    const CheckpointInput in{file, *raw, id};
+    const Status st = sb.backend->restore({&in, 1});
+    if (changed) {
+      expect(!st.ok() && st.message().rfind(file + ": ", 0) == 0, "C9",
+             "a damaged copy of " + file + " restored" +
+                 (st.ok() ? std::string()
+                          : ", and its error does not name the file: " + st.message()));
+      expect(contents(sb, "the backend of a refused restore") ==
+                 Store::with_states(model_.backend().kinds(), {}),
+             "C4", "a refused restore of " + file + " left state behind");
+    } else {
+      expect(st.ok(), "C8", "an intact copy of " + file + " did not restore: " + st.message());
+    }
+  }
+  return std::move(*clean);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1559,7 +1818,7 @@ std::uint64_t BackendSimulation::digest() const {
     d.add(r->id);
     d.add(static_cast<std::uint64_t>(r->finished) | (std::uint64_t{r->complete} << 1) |
           (std::uint64_t{r->in_step} << 2) | (std::uint64_t{accepted_cancel(*r)} << 3) |
-          (std::uint64_t{r->decided} << 4));
+          (std::uint64_t{r->decided} << 4) | (std::uint64_t{r->lost} << 5));
     d.add(r->writer != nullptr ? r->writer->bytes_written() : 0);
   }
   d.add(fs_ != nullptr ? fs_->operations() : 0);

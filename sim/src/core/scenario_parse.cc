@@ -51,6 +51,8 @@ const char* action_name(ActionKind kind) noexcept {
       return "advance";
     case ActionKind::cleanup:
       return "cleanup";
+    case ActionKind::power_loss:
+      return "power_loss";
   }
   return "?";
 }

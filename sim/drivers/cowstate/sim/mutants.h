@@ -65,6 +65,20 @@ inline constexpr PlantedBug kPlantedBugs[] = {
      "an in-place transform changes a state a live snapshot shares"},
     {mutants::Mutant::load_drops_chain_tail, "map", false,
      "a bulk load links each entry as the whole chain of its bucket"},
+    {mutants::Mutant::rename_before_data_sync, "backend", false,
+     "a checkpoint's data file gets its final name without an fsync first"},
+    {mutants::Mutant::no_dir_sync_after_rename, "backend", false,
+     "a commit returns before the directory holding the manifest's new name is synced"},
+    {mutants::Mutant::manifest_before_data_durable, "backend", false,
+     "the manifest is published before the data file's new name is durable"},
+    {mutants::Mutant::restore_ignores_block_checksum, "backend", false,
+     "restore decodes a block without checking its checksum"},
+    {mutants::Mutant::latest_skips_newer_complete, "backend", false,
+     "latest() returns the second newest complete checkpoint"},
+    {mutants::Mutant::torn_header_accepted, "backend", false,
+     "restore reads a header without checking its checksum"},
+    {mutants::Mutant::prune_removes_needed_file, "backend", false,
+     "pruning also removes the data file of the oldest checkpoint it keeps"},
 };
 constexpr bool in_enum_order() noexcept {
   for (std::size_t i = 0; i < std::size(kPlantedBugs); ++i) {

@@ -1,6 +1,7 @@
 // The backend workload's options (sim/src/backend/): a KeyedStateBackend with one state of
 // each kind, keys switching across key groups, checkpoints through real checkpoint storage,
-// cancels, injected I/O errors, and (on half of the seeds) state TTL on a logical clock.
+// cancels, injected I/O errors, power losses and read faults on a simulated disk, and (on
+// half of the seeds) state TTL on a logical clock.
 // Printed as one `key=value` line and parsed back, as the map workload's are.
 #pragma once
 
@@ -29,6 +30,11 @@ struct BackendWorkloadOptions {
   std::uint32_t cancel_percent = 10;   // chance the releaser cancels a checkpoint
   std::uint32_t fault_percent = 10;    // chance a serializer arms an I/O error first
   std::uint32_t fault_within = 12;     // ... at one of the next N file operations
+  // Chance a writer operation with no checkpoint in flight is a power loss (simulated disk
+  // only), and that its restart meets a read fault. Off unless set (or drawn by swarm), so
+  // a case file written without them replays as it was recorded.
+  std::uint32_t power_loss_percent = 0;
+  std::uint32_t read_fault_percent = 0;
   std::uint32_t deep_check_every = 1;  // full compares with the model; 0 = never
   // State TTL of the count, events and attrs states (ScenarioConfig has the same settings);
   // ttl_ms 0 = none. With a TTL a clock task advances logical time, often landing exactly

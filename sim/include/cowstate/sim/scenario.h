@@ -151,7 +151,17 @@ enum class ActionKind : std::uint8_t {
   // backend workload with TTL, writer: incremental cleanup of N entries of a state
   // (`cleanup s=events n=8`)
   cleanup,
+  // backend workload, writer, with no checkpoint in flight: power loss right after disk
+  // operation x (the later ones never happened), the pending operations decided by a
+  // stream seeded with extras.salt; then the restart, which may meet read fault `budget`
+  // (kReadFaultNames) at position entry.first (`power_loss after=40 keep=7 read=flip at=9`)
+  power_loss,
 };
+// The read faults a restart may meet, by Action::budget (0: none): a flipped bit, a zeroed
+// sector, a sector read from another, a short read of the newest checkpoint's data file, or
+// a flipped bit of its manifest.
+inline constexpr const char* kReadFaultNames[] = {"none",      "flip",  "zero",
+                                                  "misdirect", "short", "manifest"};
 // The writer's map operations: every one but snapshot_release, which the releaser task
 // does. A generated operation is written down as a scenario step unchanged.
 inline constexpr std::array<OpKind, kOpKindCount - 1> kWriterOps = [] {
