@@ -263,9 +263,10 @@ class Shrinker {
     bool progress = false;
     std::size_t chunk = std::max<std::size_t>(1, groups_of(best_).size() / 2);
     while (!out_of_budget()) {
-      const std::vector<Group> groups = groups_of(best_);
+      std::vector<Group> groups = groups_of(best_);
       bool removed = false;
-      // From the end: later steps depend on earlier ones more often than the reverse.
+      // From the end: later steps depend on earlier ones more often than the reverse. A
+      // removal leaves the groups before it where they were, so the sweep goes on from it.
       for (std::size_t end = groups.size(); end > 0 && !out_of_budget();) {
         const std::size_t begin = end >= chunk ? end - chunk : 0;
         std::set<std::size_t> drop;
@@ -273,13 +274,110 @@ class Shrinker {
           drop.insert(groups[g].items.begin(), groups[g].items.end());
         if (try_candidate(without(best_, drop))) {
           removed = progress = true;
-          break;
+          groups = groups_of(best_);  // the `continue` lines of earlier groups moved up
         }
         end = begin;
       }
-      if (removed) continue;  // same chunk size on the smaller scenario
+      if (removed) continue;  // another sweep at the same chunk size
       if (chunk == 1) break;
       chunk /= 2;
+    }
+    return progress;
+  }
+
+  // The lines of task `task` after line `i`.
+  std::set<std::size_t> later_lines(std::size_t i, const Name& task) const {
+    std::set<std::size_t> out;
+    for (std::size_t j = i + 1; j < best_.items.size(); ++j) {
+      const auto* later = std::get_if<StepLine>(&best_.items[j]);
+      if (later != nullptr && later->task == task) out.insert(j);
+    }
+    return out;
+  }
+
+  // Step line `i` of a task made a step of all that is left, in place of the task's
+  // remaining lines (dropping one of a task's steps alone leaves its last stepping a
+  // finished task).
+  bool finish_task_at(std::size_t i) {
+    const auto& l = std::get<StepLine>(best_.items[i]);
+    Scenario c = best_;
+    auto& first = std::get<StepLine>(c.items[i]);
+    first.action.budget = 0;
+    first.pause = Name();
+    return try_candidate(without(c, later_lines(i, l.task)));
+  }
+
+  static bool partial_step(const ScenarioItem& item) {
+    const auto* l = std::get_if<StepLine>(&item);
+    return l != nullptr && l->action.kind == ActionKind::step && l->action.budget != 0;
+  }
+
+  // Each task's first step made one of all it has to do: one run per task.
+  bool finish_tasks() {
+    bool progress = false;
+    std::set<Name> tried;
+    for (std::size_t i = 0; i < best_.items.size() && !out_of_budget(); ++i) {
+      if (!partial_step(best_.items[i])) continue;
+      if (!tried.insert(std::get<StepLine>(best_.items[i]).task).second) continue;
+      progress = finish_task_at(i) || progress;
+    }
+    return progress;
+  }
+
+  // Fewer, larger steps of a task: at each of its steps, all that is left, or one step of
+  // two in place of the step and the task's next. A run or two per step line.
+  bool merge_task_steps() {
+    bool progress = false;
+    for (std::size_t i = 0; i < best_.items.size() && !out_of_budget(); ++i) {
+      if (!partial_step(best_.items[i])) continue;
+      if (finish_task_at(i)) {
+        progress = true;
+        continue;
+      }
+      const auto* l = &std::get<StepLine>(best_.items[i]);
+      const std::set<std::size_t> rest = later_lines(i, l->task);
+      if (rest.empty() || !l->pause.empty()) continue;
+      const auto& next = std::get<StepLine>(best_.items[*rest.begin()]);
+      if (next.action.kind != ActionKind::step || next.action.budget == 0) continue;
+      Scenario c = best_;
+      auto& merged = std::get<StepLine>(c.items[i]);
+      merged.action.budget += next.action.budget;
+      merged.pause = next.pause;
+      if (try_candidate(without(c, {*rest.begin()}))) {
+        progress = true;
+        --i;  // and perhaps with the next one again
+      }
+    }
+    return progress;
+  }
+
+  // A power loss counts its crash point back from the last disk operation (`after=now-K`),
+  // so dropping a step after the crash point moves it; tries each group shortly before a
+  // power loss dropped with the crash point moved back by 1 to K operations.
+  bool drop_before_crash() {
+    constexpr std::size_t kGroupsBack = 8;
+    constexpr std::int64_t kMaxMove = 64;
+    bool progress = false;
+    for (bool again = true; again && !out_of_budget();) {
+      again = false;
+      const std::vector<Group> groups = groups_of(best_);
+      for (std::size_t p = 0; p < groups.size() && !again; ++p) {
+        const std::size_t line = groups[p].items[0];
+        const Action& loss = std::get<StepLine>(best_.items[line]).action;
+        if (loss.kind != ActionKind::power_loss || loss.x >= -1) continue;
+        const std::int64_t back = -(loss.x + 1);
+        for (std::size_t g = p; g-- > 0 && p - g <= kGroupsBack && !again && !out_of_budget();) {
+          const std::set<std::size_t> drop(groups[g].items.begin(), groups[g].items.end());
+          for (std::int64_t d = 1; d <= std::min(back, kMaxMove) && !out_of_budget(); ++d) {
+            Scenario c = best_;
+            std::get<StepLine>(c.items[line]).action.x = loss.x + d;
+            if (try_candidate(without(c, drop))) {
+              progress = again = true;
+              break;
+            }
+          }
+        }
+      }
     }
     return progress;
   }
@@ -401,11 +499,18 @@ class Shrinker {
         if (!drop.empty()) try_candidate(without(best_, drop));
       }
       for (bool progress = true; progress && !out_of_budget();) {
+        // A run per snapshot, per pause, per task before the sweeps of drop_groups: a pause
+        // at a yield point that needs a snapshot, or a task stepped bit by bit, holds on to
+        // the steps around it.
         progress = drop_snapshots();
-        progress = drop_groups() || progress;
         progress = drop_pauses() || progress;
+        progress = finish_tasks() || progress;
+        progress = drop_groups() || progress;
         progress = simplify_data() || progress;
         progress = simplify_config() || progress;
+        // The passes that cost a run or more per line, once the cheap ones are done.
+        if (!progress) progress = merge_task_steps();
+        if (!progress) progress = drop_before_crash();
       }
     }
     // Renaming cannot change the run (names only label tasks); checked all the same.
@@ -464,7 +569,11 @@ class Shrinker {
     if (line.task == "writer" && a.kind != ActionKind::resume) return w.simpler_writer_actions(a);
     ActionVariants v(a);
     if (a.x != 0) v.add([](Action& b) { b.x = 0; });
-    if (a.kind == ActionKind::step) v.add([](Action& b) { b.budget = 0; });
+    if (a.kind == ActionKind::step && a.budget != 0) {
+      v.add([](Action& b) { b.budget = 0; });
+      if (a.budget > 1) v.add([](Action& b) { b.budget /= 2; });
+      if (a.budget > 2) v.add([](Action& b) { b.budget -= 1; });
+    }
     return v.take();
   }
 

@@ -9,11 +9,18 @@
 // the same kind of difference), greedily and to a fixed point, cheapest wins first:
 //   1. drop whole snapshots (the snapshot start, its serializer's steps, the releaser's
 //      lines about it, expectations naming it);
-//   2. drop step groups, delta-debugging style (halves, quarters, ... single lines), a
-//      group being a line with the `continue` lines that finish it;
-//   3. drop preemptions: a paused step and its `continue` lines become one plain step;
-//   4. smaller data: values to fewer and smaller numbers, keys and namespaces to small
-//      ones, serializer budgets to `all`, visit budgets and salts to small ones.
+//   2. drop preemptions: a paused step and its `continue` lines become one plain step;
+//   3. finish each task at its first step: `step all` there, its later lines dropped;
+//   4. drop step groups, delta-debugging style (halves, quarters, ... single lines, each
+//      size swept from the end), a group being a line with the `continue` lines that
+//      finish it;
+//   5. smaller data: values to fewer and smaller numbers, keys and namespaces to small
+//      ones, serializer budgets to `all` or smaller, visit budgets and salts to small
+//      ones, a power loss's crash point nearer the end and its seeds and fault position
+//      smaller;
+//   6. only when nothing above helps (a run or more per line): a task's step at each of
+//      its lines made `step all`, two of its steps merged into one; a step shortly before
+//      a power loss dropped with the crash point (`after=now-K`) moved back to match.
 // Every candidate is a full simulation run with every check on, bounded by ShrinkOptions.
 #pragma once
 
