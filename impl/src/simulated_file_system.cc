@@ -575,6 +575,12 @@ struct SimulatedFileSystem::PowerLoss {
     return reached;
   }
 
+  // A choice about pending operation `p` (DiskChoices::about).
+  std::uint64_t choose_about(const Pending& p, std::uint64_t n, const char* what) {
+    choices.about(describe(p));
+    return choices.choose(n, what);
+  }
+
   void say(std::uint64_t n, const Pending& p, const std::string& outcome) {
     lines.push_back("op " + std::to_string(n) + ": " + describe(p) + ": " + outcome);
   }
@@ -589,10 +595,11 @@ struct SimulatedFileSystem::PowerLoss {
       const bool applies = p.kind == Pending::Kind::create || p.kind == Pending::Kind::mkdir
                                ? named == e.end()
                                : named != e.end() && named->second == p.inode;
-      if (applies) choices.about(describe(p));
       if (!applies) {
         say(n, p, "lost (no longer applies)");
-      } else if (choices.choose(2, "keep a directory operation") == 0) {
+        continue;
+      }
+      if (choose_about(p, 2, "keep a directory operation") == 0) {
         say(n, p, "lost");
       } else {
         apply(p, e);
@@ -644,7 +651,7 @@ struct SimulatedFileSystem::PowerLoss {
         say(n, p, "lost (the file is gone)");
       } else if (stopped.contains(p.inode)) {
         say(n, p, "lost (an earlier write to the file was lost)");
-      } else if (choices.about(describe(p)); choices.choose(2, "keep a write") == 0) {
+      } else if (choose_about(p, 2, "keep a write") == 0) {
         stopped.insert(p.inode);
         say(n, p, "lost");
       } else if (const std::size_t kept = keep(p.inode, p.write); kept < p.write.bytes.size()) {

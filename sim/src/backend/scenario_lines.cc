@@ -204,7 +204,7 @@ void power_loss_action(ScenarioReader& in, Action* a) {
       k = -in.number<std::int64_t>("'-' and a count of disk operations");
       if (k < 0) in.fail(back, "now-K with K >= 0", "'now" + back.text + "'");
     }
-    a->x = -k - 1;
+    a->x = crash_point_back(static_cast<std::uint64_t>(k));
   } else {
     a->x = static_cast<std::int64_t>(in.bounded("a disk operation number (or now)", 0,
                                                 std::numeric_limits<std::int64_t>::max() - 1));
@@ -277,15 +277,17 @@ std::string print_writer_action(const Action& a) {
              (r.also.empty() ? "" : " and " + range_text(r.also)) +
              (r.merge_back ? " then merge" : "");
     }
-    case ActionKind::power_loss:
+    case ActionKind::power_loss: {
+      const std::optional<std::uint64_t> back = crash_point_back_of(a.x);
       return " after=" +
-             (a.x >= 0    ? std::to_string(a.x)
-              : a.x == -1 ? std::string("now")
-                          : "now-" + std::to_string(-(a.x + 1))) +
+             (!back        ? std::to_string(a.x)
+              : *back == 0 ? std::string("now")
+                           : "now-" + std::to_string(*back)) +
              " keep=" + std::to_string(a.extras.get().salt) +
              (a.budget == 0 ? std::string()
                             : std::string(" read=") + kReadFaultNames[a.budget] +
                                   " at=" + std::to_string(a.entry.first));
+    }
     case ActionKind::cleanup:
       return " s=" + a.state +
              " n=" + (a.budget == 0 ? std::string("all") : std::to_string(a.budget));
@@ -308,8 +310,9 @@ std::vector<Action> simpler_writer_actions(const Action& a) {
     }
     // A crash point nearer the end, counted from it (steps dropped before it then leave it
     // where it was), and fewer bits of choice.
-    if (a.x != -1) v.add([](Action& b) { b.x = -1; });
-    if (a.x < -2) v.add([](Action& b) { b.x = b.x / 2; });
+    const std::optional<std::uint64_t> back = crash_point_back_of(a.x);
+    if (back != 0) v.add([](Action& b) { b.x = crash_point_back(0); });
+    if (back > 1) v.add([back](Action& b) { b.x = crash_point_back(*back / 2); });
     for (std::uint64_t seed = 0; seed < std::min<std::uint64_t>(a.extras.get().salt, 8); ++seed)
       v.add([seed](Action& b) { b.extras.set().salt = seed; });
     return v.take();

@@ -617,7 +617,7 @@ Action BackendSimulation::generate(Prng& rng) {
       rng.below(100) < opts_.power_loss_percent) {
     a.kind = ActionKind::power_loss;
     // Counted back from the last operation, as a scenario's `after=now-K`.
-    a.x = -static_cast<std::int64_t>(rng.below(disk_->operations() - disk_base_ + 1)) - 1;
+    a.x = crash_point_back(rng.below(disk_->operations() - disk_base_ + 1));
     a.extras.set().salt = rng.next();
     if (rng.below(100) < opts_.read_fault_percent) {
       a.budget = static_cast<std::uint32_t>(1 + rng.below(std::size(kReadFaultNames) - 1));
@@ -1249,15 +1249,16 @@ void BackendSimulation::finish_complete(CheckpointRecord& rec) {
   // kRetain newer ones is pruned at once, which is right (and all that may explain it).
   auto found = storage_->scan();
   expect(found.ok(), "storage", "listing complete checkpoints: " + scrub(found.status().message()));
-  for (const DamagedCheckpoint& d : found->damaged) {
-    expect(false, "C9",
-           rec.name + " committed and checkpoint " + std::to_string(d.id) +
-               " is damaged, with no fault on the disk: " + scrub(d.reason));
-  }
-  const std::vector<std::uint64_t>* complete = &found->complete;
+  expect(found->damaged.empty(), "C9",
+         rec.name + " committed and checkpoint " +
+             (found->damaged.empty() ? std::string()
+                                     : std::to_string(found->damaged.front().id) +
+                                           " is damaged, with no fault on the disk: " +
+                                           scrub(found->damaged.front().reason)));
+  const std::vector<std::uint64_t>& complete = found->complete;
   std::size_t newer = 0;
-  for (std::uint64_t id : *complete) newer += id > rec.id ? 1U : 0U;
-  if (std::find(complete->begin(), complete->end(), rec.id) == complete->end()) {
+  for (std::uint64_t id : complete) newer += id > rec.id ? 1U : 0U;
+  if (std::find(complete.begin(), complete.end(), rec.id) == complete.end()) {
     expect(newer >= kRetain, "storage",
            rec.name + " committed but is not complete in storage, with only " +
                std::to_string(newer) + " newer complete checkpoints");
@@ -1438,9 +1439,9 @@ void BackendSimulation::power_loss(const Action& a) {
     }
   }
   const std::uint64_t now_op = disk_->operations();
-  const std::uint64_t back = a.x < 0 ? static_cast<std::uint64_t>(-(a.x + 1)) : 0;
+  const std::optional<std::uint64_t> back = crash_point_back_of(a.x);
   const std::uint64_t op =
-      std::clamp(a.x < 0 ? now_op - std::min(back, now_op) : static_cast<std::uint64_t>(a.x),
+      std::clamp(back ? now_op - std::min(*back, now_op) : static_cast<std::uint64_t>(a.x),
                  disk_base_, now_op);
   SeededDiskChoices choices(a.extras.get().salt);
   const std::vector<std::string> decided = disk_->power_loss_after(op, choices);
@@ -1471,23 +1472,26 @@ void arm_read_fault(SimulatedFileSystem& disk, const Action& a, const std::strin
   const std::uint64_t sectors =
       (bytes + SimulatedFileSystem::kSectorBytes - 1) / SimulatedFileSystem::kSectorBytes;
   for (int i = 0; i < times; ++i) {
-    switch (a.budget) {
-      case 1:  // flip
-      case 5:  // manifest: a flip too
+    switch (read_fault_of(a.budget)) {
+      case ReadFault::flip:
+      case ReadFault::manifest:  // a flip in the manifest
         disk.flip_bit_on_read(path, (n % (bytes * 8)) / 8, static_cast<unsigned>(n % 8));
         break;
-      case 2:
+      case ReadFault::zero:
         disk.zero_sector_on_read(path, n % sectors);
         break;
-      case 3: {
+      case ReadFault::misdirect: {
         const std::uint64_t s = n % sectors;
         const std::uint64_t from =
             sectors < 2 ? s + 1 : (s + 1 + (n / sectors) % (sectors - 1)) % sectors;
         disk.misdirect_read(path, s, from);
         break;
       }
-      default:
+      case ReadFault::short_read:
         disk.short_read(path, n % bytes);
+        break;
+      case ReadFault::none:
+        return;
     }
   }
 }
@@ -1503,19 +1507,18 @@ void BackendSimulation::restart(const Action& a, std::uint64_t crash_op) {
   for (const auto& r : checkpoints_) {
     if (r->complete && r->committed_op <= crash_op) floor = r.get();
   }
-  const bool manifest_fault = a.budget == 5;
-  if (manifest_fault) {  // on the newest manifest in place
-    auto names = fs_->list_dir(storage_->dir());
-    expect(names.ok(), "storage",
-           "listing the checkpoint directory: " + scrub(names.status().message()));
-    std::string newest;
-    for (const std::string& name : *names) {
-      if (name.size() > 9 && name.compare(name.size() - 9, 9, ".manifest") == 0) newest = name;
-    }
-    if (newest.empty()) {
+  const bool manifest_fault = read_fault_of(a.budget) == ReadFault::manifest;
+  if (manifest_fault) {  // on the newest manifest in place, complete or damaged
+    auto found = storage_->scan();
+    expect(found.ok(), "storage",
+           "listing the checkpoint directory: " + scrub(found.status().message()));
+    const std::uint64_t id = std::max(found->complete.empty() ? 0 : found->complete.back(),
+                                      found->damaged.empty() ? 0 : found->damaged.back().id);
+    if (id == 0) {
       trace("restart: no manifest to fault");
     } else {
-      const std::string path = storage_->dir() + "/" + newest;
+      const std::string path = storage_->manifest_path(id);
+      const std::string newest = std::filesystem::path(path).filename().string();
       arm_read_fault(*disk_, a, path, CheckpointStorage::kManifestSize, 1);
       auto latest = storage_->latest();
       trace("restart: a flipped bit in " + newest + ": " +

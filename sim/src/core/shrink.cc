@@ -329,26 +329,24 @@ class Shrinker {
   bool merge_task_steps() {
     bool progress = false;
     for (std::size_t i = 0; i < best_.items.size() && !out_of_budget(); ++i) {
-      if (!partial_step(best_.items[i])) continue;
-      if (finish_task_at(i)) {
-        progress = true;
-        continue;
-      }
-      const auto* l = &std::get<StepLine>(best_.items[i]);
-      const std::set<std::size_t> rest = later_lines(i, l->task);
-      if (rest.empty() || !l->pause.empty()) continue;
-      const auto& next = std::get<StepLine>(best_.items[*rest.begin()]);
-      if (next.action.kind != ActionKind::step || next.action.budget == 0) continue;
-      Scenario c = best_;
-      auto& merged = std::get<StepLine>(c.items[i]);
-      merged.action.budget += next.action.budget;
-      merged.pause = next.pause;
-      if (try_candidate(without(c, {*rest.begin()}))) {
-        progress = true;
-        --i;  // and perhaps with the next one again
-      }
+      while (partial_step(best_.items[i]) && !out_of_budget() && merge_at(i)) progress = true;
     }
     return progress;
+  }
+
+  // merge_task_steps at step line `i`: true when a candidate was kept.
+  bool merge_at(std::size_t i) {
+    if (finish_task_at(i)) return true;
+    const auto& l = std::get<StepLine>(best_.items[i]);
+    const std::set<std::size_t> rest = later_lines(i, l.task);
+    if (rest.empty() || !l.pause.empty()) return false;
+    const auto& next = std::get<StepLine>(best_.items[*rest.begin()]);
+    if (next.action.kind != ActionKind::step || next.action.budget == 0) return false;
+    Scenario c = best_;
+    auto& merged = std::get<StepLine>(c.items[i]);
+    merged.action.budget += next.action.budget;
+    merged.pause = next.pause;
+    return try_candidate(without(c, {*rest.begin()}));
   }
 
   // A power loss counts its crash point back from the last disk operation (`after=now-K`),
@@ -356,7 +354,7 @@ class Shrinker {
   // power loss dropped with the crash point moved back by 1 to K operations.
   bool drop_before_crash() {
     constexpr std::size_t kGroupsBack = 8;
-    constexpr std::int64_t kMaxMove = 64;
+    constexpr std::uint64_t kMaxMove = 64;
     bool progress = false;
     for (bool again = true; again && !out_of_budget();) {
       again = false;
@@ -364,13 +362,13 @@ class Shrinker {
       for (std::size_t p = 0; p < groups.size() && !again; ++p) {
         const std::size_t line = groups[p].items[0];
         const Action& loss = std::get<StepLine>(best_.items[line]).action;
-        if (loss.kind != ActionKind::power_loss || loss.x >= -1) continue;
-        const std::int64_t back = -(loss.x + 1);
+        const std::optional<std::uint64_t> back = crash_point_back_of(loss.x);
+        if (loss.kind != ActionKind::power_loss || back.value_or(0) == 0) continue;
         for (std::size_t g = p; g-- > 0 && p - g <= kGroupsBack && !again && !out_of_budget();) {
           const std::set<std::size_t> drop(groups[g].items.begin(), groups[g].items.end());
-          for (std::int64_t d = 1; d <= std::min(back, kMaxMove) && !out_of_budget(); ++d) {
+          for (std::uint64_t d = 1; d <= std::min(*back, kMaxMove) && !out_of_budget(); ++d) {
             Scenario c = best_;
-            std::get<StepLine>(c.items[line]).action.x = loss.x + d;
+            std::get<StepLine>(c.items[line]).action.x = crash_point_back(*back - d);
             if (try_candidate(without(c, drop))) {
               progress = again = true;
               break;

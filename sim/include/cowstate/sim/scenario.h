@@ -157,11 +157,23 @@ enum class ActionKind : std::uint8_t {
   // (kReadFaultNames) at position entry.first (`power_loss after=40 keep=7 read=flip at=9`)
   power_loss,
 };
-// The read faults a restart may meet, by Action::budget (0: none): a flipped bit, a zeroed
+// The read faults a restart may meet, kept in Action::budget: a flipped bit, a zeroed
 // sector, a sector read from another, a short read of the newest checkpoint's data file, or
-// a flipped bit of its manifest.
+// a flipped bit of its manifest. kReadFaultNames is indexed by them.
+enum class ReadFault : std::uint32_t { none, flip, zero, misdirect, short_read, manifest };
 inline constexpr const char* kReadFaultNames[] = {"none",      "flip",  "zero",
                                                   "misdirect", "short", "manifest"};
+inline ReadFault read_fault_of(std::uint32_t budget) noexcept {
+  return static_cast<ReadFault>(budget);
+}
+// A power loss's crash point counted back from the last disk operation (`after=now-K`) is
+// kept in Action::x as -(K + 1); x >= 0 is an operation number.
+constexpr std::int64_t crash_point_back(std::uint64_t k) noexcept {
+  return -static_cast<std::int64_t>(k) - 1;
+}
+constexpr std::optional<std::uint64_t> crash_point_back_of(std::int64_t x) noexcept {
+  return x < 0 ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(-(x + 1))) : std::nullopt;
+}
 // The writer's map operations: every one but snapshot_release, which the releaser task
 // does. A generated operation is written down as a scenario step unchanged.
 inline constexpr std::array<OpKind, kOpKindCount - 1> kWriterOps = [] {
