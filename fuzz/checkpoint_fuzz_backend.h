@@ -4,7 +4,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
 #include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "cowstate/checkpoint.h"
@@ -66,6 +72,54 @@ struct FuzzBackend {
   cowstate::AggregatingState<Backend, cowstate::VoidNamespaceSerializer,
                              cowstate::VectorInt64Serializer, std::int64_t, std::int64_t>& counts;
 };
+
+// Everything `b` holds, state by state, by (key, namespace).
+template <class Handle>
+auto image_of(Handle& h) {
+  auto& table = h.table();
+  std::map<std::pair<typename std::remove_reference_t<decltype(table)>::K,
+                     typename std::remove_reference_t<decltype(table)>::N>,
+           typename std::remove_reference_t<decltype(table)>::S>
+      out;
+  for (std::int32_t g = table.range().start(); g <= table.range().end(); ++g) {
+    table.map(g).for_each([&](const auto& k, const auto& ns, const auto& s) {
+      out.emplace(std::make_pair(k, ns), s);
+    });
+  }
+  return out;
+}
+inline auto image(FuzzBackend& b) {
+  return std::make_tuple(image_of(b.value), image_of(b.list), image_of(b.map), image_of(b.sum),
+                         image_of(b.counts));
+}
+
+// What a seed was made from, carried in its checkpoint id so that the fuzz target knows what
+// an input that passes every check must restore to: the backend of key groups first..last
+// after populate(n, seed). Ids with bit 62 clear carry nothing.
+struct Provenance {
+  std::uint16_t n = 0;
+  std::uint16_t seed = 0;
+  std::uint8_t first = 0;
+  std::uint8_t last = kMaxParallelism - 1;
+};
+inline constexpr std::uint64_t kProvenanceTag = std::uint64_t{1} << 62;
+inline std::uint64_t provenance_id(Provenance p) {
+  return kProvenanceTag | p.n | (std::uint64_t{p.seed} << 16) | (std::uint64_t{p.first} << 32) |
+         (std::uint64_t{p.last} << 40);
+}
+inline std::optional<Provenance> provenance_of(std::uint64_t id) {
+  if ((id >> 48) != (kProvenanceTag >> 48)) return std::nullopt;
+  Provenance p{static_cast<std::uint16_t>(id), static_cast<std::uint16_t>(id >> 16),
+               static_cast<std::uint8_t>(id >> 32), static_cast<std::uint8_t>(id >> 40)};
+  if (p.first > p.last || p.last >= kMaxParallelism) return std::nullopt;
+  return p;
+}
+// The backend a provenance names.
+inline std::unique_ptr<FuzzBackend> known_backend(Provenance p) {
+  auto b = std::make_unique<FuzzBackend>(cowstate::KeyGroupRange(p.first, p.last));
+  b->populate(p.n, p.seed);
+  return b;
+}
 
 // A checkpoint of `b`.
 inline std::vector<std::byte> checkpoint_of(FuzzBackend& b, std::uint64_t id,

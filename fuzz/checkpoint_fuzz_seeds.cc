@@ -1,6 +1,8 @@
 // Writes the seed corpus of the checkpoint fuzz target into the directory given as the only
-// argument: valid checkpoints of the fuzz backend, uncompressed, LZ4 and zstd, empty, and
-// of a part of the key-group range. Generated from code at every run, never downloaded.
+// argument: valid checkpoints of the fuzz backend, uncompressed, LZ4 and zstd, empty, small
+// and large (many entries and blocks of several KiB per key group), and of a part of the
+// key-group range, each naming in its checkpoint id the backend it was made from (the
+// target's data oracle). Generated from code at every run, never downloaded.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -29,25 +31,21 @@ int main(int argc, char** argv) {
     }
     ++written;
   };
-  {
-    cowstate_fuzz::FuzzBackend empty;
-    save("empty.cscp", cowstate_fuzz::checkpoint_of(empty, 1, cowstate::Compression::none));
-  }
+  // Every seed names the backend it is a checkpoint of (Provenance in its id).
+  auto seed = [&](const std::string& name, cowstate_fuzz::Provenance p, cowstate::Compression c) {
+    const auto b = cowstate_fuzz::known_backend(p);
+    save(name, cowstate_fuzz::checkpoint_of(*b, cowstate_fuzz::provenance_id(p), c));
+  };
+  seed("empty.cscp", {0, 0, 0, 7}, cowstate::Compression::none);
   for (auto [name, c] : {std::pair{"none", cowstate::Compression::none},
                          std::pair{"lz4", cowstate::Compression::lz4},
                          std::pair{"zstd", cowstate::Compression::zstd}}) {
-    for (std::uint64_t n : {std::uint64_t{3}, std::uint64_t{40}}) {
-      cowstate_fuzz::FuzzBackend b;
-      b.populate(n, n);
-      save(std::string("all-") + name + "-" + std::to_string(n) + ".cscp",
-           cowstate_fuzz::checkpoint_of(b, n, c));
+    // Three to some hundred entries per key group's block; the largest fill tens of KiB.
+    for (std::uint16_t n : {std::uint16_t{3}, std::uint16_t{40}, std::uint16_t{900}}) {
+      seed(std::string("all-") + name + "-" + std::to_string(n) + ".cscp", {n, n, 0, 7}, c);
     }
   }
-  {
-    cowstate_fuzz::FuzzBackend part(cowstate::KeyGroupRange(2, 5));
-    part.populate(30, 1);
-    save("part.cscp", cowstate_fuzz::checkpoint_of(part, 9, cowstate::Compression::lz4));
-  }
+  seed("part.cscp", {30, 1, 2, 5}, cowstate::Compression::lz4);
   std::printf("checkpoint_fuzz_seeds: %d seeds in %s\n", written, dir.c_str());
   return 0;
 }

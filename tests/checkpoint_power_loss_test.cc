@@ -31,22 +31,6 @@ std::vector<std::byte> checkpoint_bytes(std::uint64_t id) {
   return bytes;
 }
 
-// A disk holding exactly `image`, all of it durable.
-SimulatedFileSystem disk_of(const DiskImage& image) {
-  SimulatedFileSystem fs;
-  for (const std::string& dir : image.dirs) REQUIRE(fs.create_dir(dir).ok());  // parents first
-  for (const auto& [path, bytes] : image.files) {
-    auto f = fs.create_file(path);
-    REQUIRE(f.ok());
-    REQUIRE((*f)->append(bytes).ok());
-    REQUIRE((*f)->sync().ok());
-    REQUIRE((*f)->close().ok());
-  }
-  (void)fs.power_loss(cowstate::keep_everything());
-  REQUIRE(fs.image() == image);
-  return fs;
-}
-
 struct Run {
   SimulatedFileSystem fs;
   // (operations recorded when the commit of `id` returned, id), in commit order.
@@ -73,7 +57,7 @@ std::string check_crash_state(const Run& run, const CrashState& c,
   for (const auto& [ops, id] : run.acknowledged) {
     if (ops <= c.prefix_len) acked = id;
   }
-  SimulatedFileSystem disk = disk_of(c.image);
+  SimulatedFileSystem disk(c.image);
   const std::string where = "after " + std::to_string(c.prefix_len) + " operations: ";
   auto opened = CheckpointStorage::open("store", disk, options);
   if (!opened.ok()) return where + "open failed: " + opened.status().message();

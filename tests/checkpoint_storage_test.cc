@@ -477,6 +477,85 @@ TEST_CASE(
   CHECK(std::equal(kept.begin(), kept.end(), data.begin()));
 }
 
+TEST_CASE(
+    "with a ManualIo an async file lands nothing until asked, its own buffers in order and "
+    "other files' in any order",
+    "[storage][async]") {
+  cowstate::ManualIo io;
+  memory_file::Record a, b;
+  auto fa = cowstate::make_async_writable_file(
+      std::make_unique<memory_file::MemoryFile>(&a),
+      {.buffer_bytes = 8, .buffers = 4, .manual_io = &io, .label = "a"});
+  auto fb = cowstate::make_async_writable_file(
+      std::make_unique<memory_file::MemoryFile>(&b),
+      {.buffer_bytes = 8, .buffers = 4, .manual_io = &io, .label = "b"});
+  const std::vector<std::byte> da = pattern(20, 1), db = pattern(9, 2);
+  REQUIRE(fa->append(da).ok());  // two buffers queued, four bytes being filled
+  REQUIRE(io.waiting() == 1);
+  REQUIRE(fb->append(db).ok());  // one queued
+  REQUIRE(io.waiting() == 2);
+  CHECK(a.appends.empty());
+  CHECK(b.appends.empty());
+  CHECK(io.label(1) == "b");
+  io.land(1);  // b's first, before any of a's
+  REQUIRE(b.appends.size() == 1);
+  CHECK(b.appends[0] == std::vector<std::byte>(db.begin(), db.begin() + 8));
+  CHECK(a.appends.empty());
+  REQUIRE(io.waiting() == 1);
+  CHECK(io.label(0) == "a");
+  io.land(0);
+  REQUIRE(a.appends.size() == 1);
+  CHECK(a.appends[0] == std::vector<std::byte>(da.begin(), da.begin() + 8));
+  REQUIRE(fa->sync().ok());  // drains the rest of a, in order
+  CHECK(a.bytes() == da);
+  CHECK(a.synced_at == std::vector<std::size_t>{20});
+  REQUIRE(fa->close().ok());
+  REQUIRE(fb->close().ok());
+  CHECK(b.bytes() == db);
+  CHECK(io.waiting() == 0);
+}
+
+TEST_CASE(
+    "with a ManualIo a writer out of buffers lands its own oldest, and an error surfaces at "
+    "a later call",
+    "[storage][async]") {
+  cowstate::ManualIo io;
+  memory_file::Record rec;
+  rec.fail_append = 2;
+  auto f = cowstate::make_async_writable_file(std::make_unique<memory_file::MemoryFile>(&rec),
+                                              {.buffer_bytes = 4, .buffers = 2, .manual_io = &io});
+  const std::vector<std::byte> data = pattern(8, 3);
+  REQUIRE(f->append(std::span(data).first(4)).ok());  // queued; the second buffer is made
+  CHECK(rec.append_calls == 0);
+  // The second full buffer finds no spare: the writer lands the first itself.
+  REQUIRE(f->append(std::span(data).subspan(4, 4)).ok());
+  CHECK(rec.append_calls == 1);
+  REQUIRE(io.waiting() == 1);
+  io.land(0);  // the second append fails, and nobody has been told yet
+  CHECK(rec.append_calls == 2);
+  const cowstate::Status st = f->append(std::span(data).first(1));
+  CHECK_FALSE(st.ok());
+  CHECK(st.message().find("failed append 2") != std::string::npos);
+  CHECK_FALSE(f->sync().ok());
+  CHECK_FALSE(f->close().ok());
+  CHECK(rec.bytes() == std::vector<std::byte>(data.begin(), data.begin() + 4));
+}
+
+TEST_CASE("a file dropped with buffers queued in a ManualIo leaves it", "[storage][async]") {
+  cowstate::ManualIo io;
+  memory_file::Record rec;
+  {
+    auto f =
+        cowstate::make_async_writable_file(std::make_unique<memory_file::MemoryFile>(&rec),
+                                           {.buffer_bytes = 4, .buffers = 3, .manual_io = &io});
+    REQUIRE(f->append(pattern(9, 4)).ok());
+    REQUIRE(io.waiting() == 1);
+  }
+  CHECK(io.waiting() == 0);
+  CHECK(rec.appends.empty());
+  CHECK(rec.destroyed);
+}
+
 TEST_CASE("async files take their buffers from a pool and give them back", "[storage][async]") {
   cowstate::AsyncBufferPool pool(3);
   {

@@ -330,8 +330,11 @@ rc::Gen<Scenario> gen_backend_scenario() {
         }
       } else if (what == 3 && !checkpoints.empty()) {
         l.task = *rc::gen::elementOf(checkpoints);
-        a.kind = *rc::gen::element(ActionKind::step, ActionKind::fail);
+        a.kind = *rc::gen::element(ActionKind::step, ActionKind::fail, ActionKind::write_fault);
         a.budget = *rc::gen::inRange<std::uint32_t>(a.kind == ActionKind::fail ? 1 : 0, 50);
+        if (a.kind == ActionKind::write_fault && *rc::gen::arbitrary<bool>()) {
+          a.x = *rc::gen::inRange<std::int64_t>(1, std::int64_t{1} << 40);  // misdirected
+        }
       } else if (what == 5 && ttl) {
         l.task = "clock";
         a.kind = ActionKind::advance;

@@ -342,6 +342,42 @@ TEST_CASE("a misdirected write lands at its offset and leaves zeros where it bel
   CHECK(read(fs, "f") == expected);
 }
 
+TEST_CASE("a write fault with a skip lets that many appends through first", "[simdisk]") {
+  SimulatedFileSystem fs;
+  auto f = create(fs, "f");
+  fs.lose_write("f", 2);
+  append(*f, pattern(10));
+  append(*f, pattern(10, 10));
+  CHECK(fs.armed_faults() == 1);
+  CHECK(f->append(pattern(10, 20)).ok());  // the third: lost
+  CHECK(fs.armed_faults() == 0);
+  append(*f, pattern(10, 30));
+  std::vector<std::byte> expected = pattern(20);
+  const std::vector<std::byte> tail = pattern(10, 30);
+  expected.insert(expected.end(), tail.begin(), tail.end());
+  CHECK(read(fs, "f") == expected);
+}
+
+TEST_CASE("a disk made from an image holds it durably and records no history", "[simdisk]") {
+  SimulatedFileSystem fs;
+  REQUIRE(fs.create_dir("d").ok());
+  REQUIRE(fs.create_dir("d/e").ok());
+  auto f = create(fs, "d/e/f");
+  append(*f, pattern(700));
+  auto g = create(fs, "g");
+  append(*g, pattern(3, 9));
+  const cowstate::DiskImage image = fs.image();
+  REQUIRE(image.dirs.size() == 2);
+  SimulatedFileSystem copy(image);
+  CHECK(copy.image() == image);
+  CHECK(copy.durable_image() == image);
+  CHECK(copy.history().empty());
+  CHECK(copy.pending_operations().empty());
+  (void)copy.power_loss(cowstate::lose_everything());
+  CHECK(copy.image() == image);
+  CHECK(read(copy, "d/e/f") == pattern(700));
+}
+
 TEST_CASE("the same choices give the same disk after a power loss", "[simdisk]") {
   SimulatedFileSystem fs;
   REQUIRE(fs.create_dir("d").ok());

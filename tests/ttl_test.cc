@@ -3,8 +3,8 @@
 // expiry, incremental cleanup (under a live snapshot, on key switch, to completion),
 // full-snapshot cleanup judged at write time, and last-access times across checkpoints.
 //
-// Every test case is tagged [ttl]: the mutants build runs exactly these under each planted
-// TTL bug (ttl_mutant_main.cc) and expects a failure.
+// Every test case is tagged [ttl]: scripts/ttl-mutants runs exactly these in the mutants build
+// under each planted TTL bug (COWSTATE_MUTANT) and expects a failure.
 #include "cowstate/ttl.h"
 
 #include <atomic>

@@ -16,22 +16,31 @@ namespace cowstate {
 
 namespace {
 
-// members below the mutex are shared and guarded by it.
-class AsyncWritableFile final : public WritableFile {
+// members below the mutex are shared and guarded by it. With a ManualIo there is no thread:
+// the queue is the same, and queued buffers land when the ManualIo or a waiting caller says.
+class AsyncWritableFile final : public WritableFile, private ManualIo::File {
  public:
   AsyncWritableFile(std::unique_ptr<WritableFile> base, AsyncFileOptions options)
       : base_(std::move(base)),
         buffer_bytes_(options.buffer_bytes),
         buffers_(options.buffers),
-        pool_(options.pool) {
-    COWSTATE_ASSERT(base_ != nullptr && buffer_bytes_ >= 4096 && buffers_ >= 2, "REQUIRES",
-                    "an async file needs a file, buffers of at least 4096 bytes and two buffers");
+        pool_(options.pool),
+        manual_(options.manual_io),
+        label_(std::move(options.label)) {
+    COWSTATE_ASSERT(base_ != nullptr && buffers_ >= 2, "REQUIRES",
+                    "an async file needs a file and two buffers");
+    COWSTATE_ASSERT(buffer_bytes_ >= (manual_ != nullptr ? 1 : 4096), "REQUIRES",
+                    "an async file's buffers hold at least 4096 bytes (1 with a ManualIo)");
     fill_ = new_buffer();
     allocated_ = 1;
-    thread_ = std::thread([this] { run(); });
+    if (manual_ != nullptr) {
+      manual_->attach(this);
+    } else {
+      thread_ = std::thread([this] { run(); });
+    }
   }
   ~AsyncWritableFile() override {
-    if (thread_.joinable()) {
+    if (open_) {
       {
         std::lock_guard<std::mutex> lock(mu_);
         stop_ = true;
@@ -39,8 +48,7 @@ class AsyncWritableFile final : public WritableFile {
         for (auto& b : queue_) spare_.push_back(std::move(b));
         queue_.clear();
       }
-      work_.notify_one();
-      thread_.join();
+      stop_io();
     }
     give_back();
   }
@@ -48,7 +56,7 @@ class AsyncWritableFile final : public WritableFile {
   AsyncWritableFile& operator=(const AsyncWritableFile&) = delete;
 
   Status append(std::span<const std::byte> bytes) override {
-    COWSTATE_ASSERT(thread_.joinable(), "C6", "append to a closed file");
+    COWSTATE_ASSERT(open_, "C6", "append to a closed file");
     if (failed_.load(std::memory_order_acquire)) {
       std::lock_guard<std::mutex> lock(mu_);
       return error_;
@@ -65,7 +73,7 @@ class AsyncWritableFile final : public WritableFile {
   }
 
   Status sync() override {
-    COWSTATE_ASSERT(thread_.joinable(), "C6", "sync of a closed file");
+    COWSTATE_ASSERT(open_, "C6", "sync of a closed file");
     if (Status st = drain(); !st.ok()) return st;
     // The I/O thread is idle (drain saw it so under the mutex): `base_` is ours here.
     Status st = base_->sync();
@@ -74,14 +82,13 @@ class AsyncWritableFile final : public WritableFile {
   }
 
   Status close() override {
-    COWSTATE_ASSERT(thread_.joinable(), "C6", "closing a closed file");
+    COWSTATE_ASSERT(open_, "C6", "closing a closed file");
     Status st = drain();
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
     }
-    work_.notify_one();
-    thread_.join();
+    stop_io();
     give_back();
     Status closed = base_->close();  // closed either way, as close(2)
     return st.ok() ? closed : st;
@@ -89,8 +96,8 @@ class AsyncWritableFile final : public WritableFile {
 
  private:
   // Queues `fill_` and gives the caller an empty buffer: a spare one, a new one while fewer
-  // than `buffers_` exist, or else the next one the I/O thread gives back. Returns the
-  // file's error, if any, instead.
+  // than `buffers_` exist, or else the next one the I/O thread (or with a ManualIo, the
+  // caller itself, landing the oldest) gives back. Returns the file's error, if any, instead.
   Status hand_over() {
     std::unique_lock<std::mutex> lock(mu_);
     if (!error_.ok()) return error_;
@@ -104,7 +111,11 @@ class AsyncWritableFile final : public WritableFile {
       fill_ = new_buffer();
       return Status();
     }
-    done_.wait(lock, [this] { return !spare_.empty() || !error_.ok(); });
+    if (manual_ != nullptr) {
+      if (spare_.empty()) land(lock);
+    } else {
+      done_.wait(lock, [this] { return !spare_.empty() || !error_.ok(); });
+    }
     if (!error_.ok()) return error_;
     fill_ = std::move(spare_.back());
     spare_.pop_back();
@@ -117,11 +128,25 @@ class AsyncWritableFile final : public WritableFile {
       if (Status st = hand_over(); !st.ok()) return st;
     }
     std::unique_lock<std::mutex> lock(mu_);
+    if (manual_ != nullptr) {
+      while (!queue_.empty()) land(lock);
+    }
     done_.wait(lock, [this] { return pending_ == 0; });
     return error_;
   }
 
-  // Returns the buffers to the pool. REQUIRES: the I/O thread has stopped.
+  // Ends the I/O: joins the thread, or leaves the ManualIo. REQUIRES: stop_ is set.
+  void stop_io() {
+    open_ = false;
+    if (manual_ != nullptr) {
+      manual_->detach(this);
+      return;
+    }
+    work_.notify_one();
+    thread_.join();
+  }
+
+  // Returns the buffers to the pool. REQUIRES: the I/O has stopped.
   void give_back() {
     if (pool_ == nullptr) return;
     pool_->give(std::exchange(fill_, {}));
@@ -147,6 +172,31 @@ class AsyncWritableFile final : public WritableFile {
     failed_.store(true, std::memory_order_release);
   }
 
+  // Writes the oldest queued buffer (nothing after an error) and gives it back as a spare.
+  // REQUIRES: `lock` holds mu_ and the queue is not empty; it is released while writing.
+  void land(std::unique_lock<std::mutex>& lock) {
+    COWSTATE_ASSERT(!queue_.empty(), "REQUIRES", "landing a buffer of an empty queue");
+    std::vector<std::byte> buffer = std::move(queue_.front());
+    queue_.pop_front();
+    const bool failed = !error_.ok();
+    lock.unlock();
+    Status st = failed ? Status() : base_->append(buffer);
+    buffer.clear();
+    lock.lock();
+    keep(std::move(st));
+    spare_.push_back(std::move(buffer));
+    --pending_;
+    done_.notify_one();
+  }
+
+  // ManualIo::File.
+  bool has_queued() const override { return !queue_.empty(); }
+  void land_oldest() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    land(lock);
+  }
+  const std::string& label() const override { return label_; }
+
   // The I/O thread: writes queued buffers in order until stopped; after an error it only
   // gives the buffers back.
   void run() {
@@ -154,17 +204,7 @@ class AsyncWritableFile final : public WritableFile {
     for (;;) {
       work_.wait(lock, [this] { return !queue_.empty() || stop_; });
       if (queue_.empty()) return;  // stopped, nothing left
-      std::vector<std::byte> buffer = std::move(queue_.front());
-      queue_.pop_front();
-      const bool failed = !error_.ok();
-      lock.unlock();
-      Status st = failed ? Status() : base_->append(buffer);
-      buffer.clear();
-      lock.lock();
-      keep(std::move(st));
-      spare_.push_back(std::move(buffer));
-      --pending_;
-      done_.notify_one();
+      land(lock);
     }
   }
 
@@ -172,6 +212,9 @@ class AsyncWritableFile final : public WritableFile {
   const std::size_t buffer_bytes_;
   const std::size_t buffers_;
   AsyncBufferPool* const pool_;
+  ManualIo* const manual_;  // null: the I/O thread writes
+  const std::string label_;
+  bool open_ = true;             // the caller's: neither closed nor destroyed
   std::vector<std::byte> fill_;  // the caller's
   std::mutex mu_;
   std::condition_variable work_;  // the I/O thread waits: a queued buffer or stop
@@ -186,6 +229,31 @@ class AsyncWritableFile final : public WritableFile {
   std::thread thread_;
 };
 }  // namespace
+
+ManualIo::~ManualIo() {
+  COWSTATE_ASSERT(files_.empty(), "REQUIRES", "a ManualIo outlives the files that use it");
+}
+
+void ManualIo::attach(File* f) { files_.push_back(f); }
+
+void ManualIo::detach(File* f) { files_.erase(std::find(files_.begin(), files_.end(), f)); }
+
+ManualIo::File* ManualIo::waiting_file(std::size_t i) const {
+  for (File* f : files_) {
+    if (f->has_queued() && i-- == 0) return f;
+  }
+  COWSTATE_ASSERT(false, "REQUIRES", "a waiting file's index is below waiting()");
+  return nullptr;
+}
+
+std::size_t ManualIo::waiting() const {
+  return static_cast<std::size_t>(
+      std::count_if(files_.begin(), files_.end(), [](const File* f) { return f->has_queued(); }));
+}
+
+const std::string& ManualIo::label(std::size_t i) const { return waiting_file(i)->label(); }
+
+void ManualIo::land(std::size_t i) { waiting_file(i)->land_oldest(); }
 
 std::vector<std::byte> AsyncBufferPool::take(std::size_t bytes) {
   std::vector<std::byte> b;

@@ -139,7 +139,7 @@ void PendingCheckpoint::abort() noexcept {
     (void)file_->close();
     file_.reset();
   }
-  (void)storage_->fs_->remove_file(storage_->data_path(id_) + kTmpSuffix);
+  (void)storage_->fs_->remove_file(CheckpointStorage::temporary_path(storage_->data_path(id_)));
 }
 
 Status PendingCheckpoint::commit() {
@@ -175,6 +175,8 @@ std::string CheckpointStorage::data_path(std::uint64_t id) const {
 std::string CheckpointStorage::manifest_path(std::uint64_t id) const {
   return dir_ + "/" + checkpoint_name(id, kManifestSuffix);
 }
+
+std::string CheckpointStorage::temporary_path(const std::string& path) { return path + kTmpSuffix; }
 
 Result<std::unique_ptr<CheckpointStorage>> CheckpointStorage::open(std::string dir, FileSystem& fs,
                                                                    StorageOptions options) {
@@ -284,9 +286,13 @@ Result<CheckpointStorage::Manifest> CheckpointStorage::read_manifest(std::uint64
                        " (XXH3-64 of bytes 0-31), found " + detail::hex64(computed) +
                        ": the manifest is corrupt");
   }
-  if (detail::load_le<std::uint16_t>(b.data() + 4) != kManifestVersion ||
-      detail::load_le<std::uint16_t>(b.data() + 6) != 0) {
-    return bad(4, "expected manifest version 1 and flags 0");
+  const std::uint16_t version = detail::load_le<std::uint16_t>(b.data() + 4);
+  if (version != kManifestVersion) {
+    return bad(4, "expected manifest version " + std::to_string(kManifestVersion) + ", found " +
+                      std::to_string(version) + ": written by an incompatible cowstate version");
+  }
+  if (const std::uint16_t flags = detail::load_le<std::uint16_t>(b.data() + 6); flags != 0) {
+    return bad(6, "expected manifest flags 0, found " + std::to_string(flags));
   }
   Manifest m{detail::load_le<std::uint64_t>(b.data() + 8),
              detail::load_le<std::uint64_t>(b.data() + 16),
@@ -309,7 +315,8 @@ Result<std::vector<std::byte>> CheckpointStorage::read(std::uint64_t id) {
                          " bytes (from the manifest), found " + std::to_string(data->size()) +
                          ": the file is truncated or was replaced");
   }
-  if (const std::uint64_t computed = checksum64(*data); computed != m->checksum) {
+  if (const std::uint64_t computed = checksum64(*data);
+      computed != m->checksum && !COWSTATE_MUTANT(read_ignores_file_checksum)) {
     return Status::error(path + ": expected XXH3-64 " + detail::hex64(m->checksum) + " of its " +
                          std::to_string(m->size) + " bytes (from the manifest " +
                          manifest_path(id) + "), found " + detail::hex64(computed) +
@@ -333,12 +340,13 @@ Result<std::unique_ptr<PendingCheckpoint>> CheckpointStorage::begin(std::uint64_
                          std::to_string(found->damaged.back().id) +
                          ", whose files it would replace: checkpoint ids must grow");
   }
-  const std::string tmp = data_path(id) + kTmpSuffix;
+  const std::string tmp = temporary_path(data_path(id));
   Result<std::unique_ptr<WritableFile>> file = fs_->create_file(tmp);
   if (!file.ok()) return file.status();
   if (options_.io_thread) {
     AsyncFileOptions io = options_.io_buffers;
     io.pool = &io_pool_;
+    io.label = tmp;
     try {
       *file = make_async_writable_file(std::move(*file), io);
     } catch (const std::system_error& e) {  // no thread to be had; the file is closed
@@ -352,9 +360,9 @@ Result<std::unique_ptr<PendingCheckpoint>> CheckpointStorage::begin(std::uint64_
 
 Status CheckpointStorage::publish(PendingCheckpoint& p) {
   const std::string data = data_path(p.id_);
-  const std::string data_tmp = data + kTmpSuffix;
+  const std::string data_tmp = temporary_path(data);
   const std::string manifest = manifest_path(p.id_);
-  const std::string manifest_tmp = manifest + kTmpSuffix;
+  const std::string manifest_tmp = temporary_path(manifest);
   // Best-effort removal of everything this checkpoint created, after a failure (C6).
   auto undo = [&](Status st, bool data_published, bool manifest_published) {
     if (p.file_ != nullptr) (void)p.file_->close();

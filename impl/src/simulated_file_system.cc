@@ -158,10 +158,14 @@ class SimulatedFile final : public WritableFile {
     SimulatedFileSystem::WriteFault fault;
     const SimulatedFileSystem::WriteFault* armed = nullptr;
     if (auto it = fs_->write_faults_.find(path_); it != fs_->write_faults_.end()) {
-      fault = it->second.front();
-      armed = &fault;
-      it->second.erase(it->second.begin());
-      if (it->second.empty()) fs_->write_faults_.erase(it);
+      if (it->second.front().skip > 0) {
+        --it->second.front().skip;
+      } else {
+        fault = it->second.front();
+        armed = &fault;
+        it->second.erase(it->second.begin());
+        if (it->second.empty()) fs_->write_faults_.erase(it);
+      }
     }
     fs_->do_append(inode_, path_, bytes, armed, n);
     SimulatedFileSystem::Operation op =
@@ -216,6 +220,27 @@ SimulatedFileSystem::SimulatedFileSystem() {
   disk_.dirs[""];
   disk_.dirs["/"];
   history_base_ = disk_;
+}
+
+SimulatedFileSystem::SimulatedFileSystem(const DiskImage& image) : SimulatedFileSystem() {
+  auto link = [this](const std::string& path, std::uint64_t target) {
+    const auto [dir, name] = split(path);
+    auto d = disk_.dirs.find(dir);
+    COWSTATE_ASSERT(d != disk_.dirs.end(), "REQUIRES", "a disk image lists every parent directory");
+    d->second.durable[name] = target;
+    d->second.current[name] = target;
+  };
+  for (const std::string& dir : image.dirs) {  // ordered: a parent before its children
+    disk_.dirs[dir];
+    link(dir, kDirEntry);
+  }
+  for (const auto& [path, bytes] : image.files) {
+    const std::uint64_t ino = disk_.next_inode++;
+    disk_.inodes[ino] = Inode{bytes, bytes};
+    link(path, ino);
+  }
+  history_base_ = disk_;
+  COWSTATE_ASSERT(durable_image() == image, "REQUIRES", "a disk image that a disk can hold");
 }
 
 Result<std::uint64_t> SimulatedFileSystem::do_create(const std::string& path, std::uint64_t n) {
@@ -448,12 +473,13 @@ void SimulatedFileSystem::short_read(const std::string& path, std::uint64_t byte
   read_faults_[path].push_back({ReadFault::Kind::shorten, bytes, 0});
 }
 
-void SimulatedFileSystem::lose_write(const std::string& path) {
-  write_faults_[path].push_back({true, 0});
+void SimulatedFileSystem::lose_write(const std::string& path, std::uint64_t skip) {
+  write_faults_[path].push_back({true, 0, skip});
 }
 
-void SimulatedFileSystem::misdirect_write(const std::string& path, std::uint64_t offset) {
-  write_faults_[path].push_back({false, offset});
+void SimulatedFileSystem::misdirect_write(const std::string& path, std::uint64_t offset,
+                                          std::uint64_t skip) {
+  write_faults_[path].push_back({false, offset, skip});
 }
 
 std::size_t SimulatedFileSystem::armed_faults() const noexcept {

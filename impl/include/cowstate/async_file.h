@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "cowstate/file_system.h"
@@ -33,14 +34,62 @@ class AsyncBufferPool {
   std::vector<std::vector<std::byte>> kept_;
 };
 
+// The I/O of async files (below) that nobody performs until asked: a deterministic stand-in
+// for their I/O threads, for simulators and tests. Its owner decides when each queued buffer
+// lands, and which file's first, within what an async file promises: a file's buffers land
+// in the order they were queued, different files' in any order. A file whose writer would
+// wait for its thread (every buffer queued, or sync and close, which drain the queue) lands
+// its own oldest buffers itself, as if its thread had finished them just then.
+// Thread safety: the queue and its files are used by one thread.
+class ManualIo {
+ public:
+  ManualIo() = default;
+  ManualIo(const ManualIo&) = delete;
+  ManualIo& operator=(const ManualIo&) = delete;
+  // REQUIRES: every file that used it is closed or destroyed.
+  ~ManualIo();
+
+  // The files with a queued buffer, in the order they were opened.
+  std::size_t waiting() const;
+  // The label (AsyncFileOptions::label) of the i-th waiting file. REQUIRES: i < waiting().
+  const std::string& label(std::size_t i) const;
+  // Lands the oldest queued buffer of the i-th waiting file: it is appended to that file's
+  // underlying file (or dropped after an error there, as the thread does).
+  // REQUIRES: i < waiting().
+  void land(std::size_t i);
+
+  // What an async file in manual mode offers its queue.
+  class File {
+   public:
+    virtual bool has_queued() const = 0;
+    virtual void land_oldest() = 0;
+    virtual const std::string& label() const = 0;
+
+   protected:
+    ~File() = default;
+  };
+  void attach(File* f);
+  void detach(File* f);
+
+ private:
+  File* waiting_file(std::size_t i) const;
+  std::vector<File*> files_;  // open files in manual mode, in the order they were opened
+};
+
 struct AsyncFileOptions {
-  // Bytes gathered before they are handed to the I/O thread. At least 4096.
+  // Bytes gathered before they are handed to the I/O thread. At least 4096 with a thread;
+  // at least 1 with `manual_io`, where small buffers make many queued writes to interleave.
   std::size_t buffer_bytes = std::size_t{1} << 20;
   // Buffers in all: the one being filled plus those queued or being written. At least 2.
   std::size_t buffers = 3;
   // Where buffers come from and go back to when the file is closed or destroyed; null: the
   // file allocates its own and frees them.
   AsyncBufferPool* pool = nullptr;
+  // Not null: no thread; the queued buffers land when `manual_io` says (ManualIo). It must
+  // outlive the file.
+  ManualIo* manual_io = nullptr;
+  // Names the file to its ManualIo, for traces.
+  std::string label{};
 };
 
 // Wraps `file` so that its appends are written by a thread of its own: append() copies the

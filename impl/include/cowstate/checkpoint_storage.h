@@ -210,6 +210,8 @@ class CheckpointStorage {
   // Paths of checkpoint `id`'s data file and manifest.
   std::string data_path(std::uint64_t id) const;
   std::string manifest_path(std::uint64_t id) const;
+  // Where the file of final name `path` is written before it is renamed into place.
+  static std::string temporary_path(const std::string& path);
 
  private:
   friend class PendingCheckpoint;

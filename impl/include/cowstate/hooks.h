@@ -4,12 +4,16 @@
 //   COWSTATE_YIELD("point")   a named place where the deterministic scheduler may run
 //                             another task in the middle of a writer operation
 //                             (only with COWSTATE_SIM_HOOKS=1).
-//   COWSTATE_MUTANT(name)     true when the planted bug `name` is chosen at run time
-//                             (only with COWSTATE_MUTANTS=1; see docs/simulation.md, Mutants).
+//   COWSTATE_MUTANT(name)     true when the planted bug `name` is chosen at run time, by
+//                             the environment variable COWSTATE_MUTANT=name or by the
+//                             simulator (only with COWSTATE_MUTANTS=1; see
+//                             docs/simulation.md, Mutants).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <iterator>
 #include <string_view>
 
@@ -66,7 +70,8 @@ namespace cowstate::mutants {
   X(restore_ignores_block_checksum)   \
   X(latest_skips_newer_complete)      \
   X(torn_header_accepted)             \
-  X(prune_removes_needed_file)
+  X(prune_removes_needed_file)        \
+  X(read_ignores_file_checksum)
 
 enum class Mutant : std::uint8_t {
   none = 0,
@@ -100,8 +105,24 @@ constexpr Mutant mutant_named(std::string_view name) noexcept {
 // (so scenario files can be checked for the mutant they name).
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
 namespace cowstate::mutants {
+// The planted bug the environment variable COWSTATE_MUTANT names, so that any binary of the
+// mutants build (the unit suites under ctest included) runs under it; unset or empty: none.
+// An unknown name ends the process with exit status 2 and the catalog's names, as any other
+// bad input would: a test run under a misspelt mutant must not pass as if it had killed it.
+inline Mutant mutant_from_environment() noexcept {
+  const char* name = std::getenv("COWSTATE_MUTANT");
+  if (name == nullptr || *name == '\0' || std::string_view(name) == "none") return Mutant::none;
+  const Mutant m = mutant_named(name);
+  if (m == Mutant::none) {
+    std::fprintf(stderr, "COWSTATE_MUTANT=%s: no planted bug has that name; the catalog:", name);
+    for (const char* known : kMutantNames) std::fprintf(stderr, " %s", known);
+    std::fprintf(stderr, "\n");
+    std::exit(2);
+  }
+  return m;
+}
 inline Mutant& active() noexcept {
-  static Mutant m = Mutant::none;
+  static Mutant m = mutant_from_environment();
   return m;
 }
 }  // namespace cowstate::mutants

@@ -46,9 +46,9 @@
 //
 // Armed explicitly, each for a path, each firing once (first armed, first fired): read faults
 // apply to the next read_file of the path, write faults to the next append to a file created
-// at the path. A fault that lands beyond the end of what is read changes nothing, and is
-// spent. A lost write returns OK and changes neither the current nor the durable bytes; a
-// misdirected write grows the file by the append's size with zeros and puts the bytes at
+// at the path (or a later one: `skip`). A fault that lands beyond the end of what is read changes
+// nothing, and is spent. A lost write returns OK and changes neither the current nor the durable
+// bytes; a misdirected write grows the file by the append's size with zeros and puts the bytes at
 // another offset (zero-filling up to it if that is past the end).
 //
 // History and crash states
@@ -163,6 +163,9 @@ class SimulatedFileSystem final : public FileSystem {
   // An empty disk: the two roots only. A copy is a separate disk with the same contents,
   // log, faults and history; files opened on the original still write to the original.
   SimulatedFileSystem();
+  // A disk holding exactly `image`, all of it durable, with an empty history: what a power
+  // loss in the state `image` describes leaves for a restart to find.
+  explicit SimulatedFileSystem(const DiskImage& image);
 
   // FileSystem. Errors name the operation and the path, as the POSIX file system's do.
   // REQUIRES (every path): no trailing '/', no empty component.
@@ -195,10 +198,12 @@ class SimulatedFileSystem final : public FileSystem {
   // Only the first `bytes` bytes are read.
   void short_read(const std::string& path, std::uint64_t bytes);
 
-  // Write faults on the next append to the file created at `path`.
-  void lose_write(const std::string& path);
+  // Write faults on an append to the file created at `path`: the next one, or with `skip`
+  // the one after `skip` more appends to it have gone through untouched.
+  // The append returns OK and changes nothing on the medium.
+  void lose_write(const std::string& path, std::uint64_t skip = 0);
   // The bytes land at `offset` instead of the end.
-  void misdirect_write(const std::string& path, std::uint64_t offset);
+  void misdirect_write(const std::string& path, std::uint64_t offset, std::uint64_t skip = 0);
   // Armed faults that have not fired yet.
   std::size_t armed_faults() const noexcept;
 
@@ -267,6 +272,7 @@ class SimulatedFileSystem final : public FileSystem {
   struct WriteFault {
     bool lost = false;
     std::uint64_t offset = 0;  // misdirected: where the bytes land
+    std::uint64_t skip = 0;    // appends to let through before this one fires
   };
 
   struct PowerLoss;  // the steps of lose_power()

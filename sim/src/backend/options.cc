@@ -38,6 +38,9 @@ constexpr BackendField kBackendFields[] = {
     {"fault_within", &BackendWorkloadOptions::fault_within},
     {"power_loss_percent", &BackendWorkloadOptions::power_loss_percent},
     {"read_fault_percent", &BackendWorkloadOptions::read_fault_percent},
+    {"write_fault_percent", &BackendWorkloadOptions::write_fault_percent},
+    {"async_io", &BackendWorkloadOptions::async_io},
+    {"io_buffer_bytes", &BackendWorkloadOptions::io_buffer_bytes},
     {"deep_check_every", &BackendWorkloadOptions::deep_check_every}};
 // Written only when ttl_ms != 0, so runs without TTL print as they always did.
 constexpr BackendField kTtlFields[] = {
@@ -103,6 +106,10 @@ BackendWorkloadOptions BackendWorkloadOptions::swarm(std::uint64_t seed, std::ui
   Prng disk(derive_seed(seed, 0xd15c));
   o.power_loss_percent = static_cast<std::uint32_t>(disk.below(11));
   o.read_fault_percent = static_cast<std::uint32_t>(disk.below(101));
+  o.write_fault_percent = static_cast<std::uint32_t>(disk.below(31));
+  o.async_io = disk.chance(1, 2) ? 1 : 0;
+  static constexpr std::uint32_t kIoBuffers[] = {16, 64, 512, 4096};
+  o.io_buffer_bytes = kIoBuffers[disk.below(std::size(kIoBuffers))];
   // TTL on half of the seeds, from its own stream (the draws above stay as they were).
   Prng ttl(derive_seed(seed, 0x771));
   if (ttl.chance(1, 2)) {
@@ -149,14 +156,16 @@ std::optional<BackendWorkloadOptions> BackendWorkloadOptions::parse(std::string_
   if (o.keys == 0 || o.namespaces == 0 || o.ops_max == 0 || o.min_capacity == 0 ||
       o.max_capacity == 0 || o.max_capacity > (1u << 30) || o.step_entries_max == 0 ||
       o.live_checkpoints_max == 0 || o.cancel_percent > 100 || o.fault_percent > 100 ||
-      o.power_loss_percent > 100 || o.read_fault_percent > 100 || o.fault_within == 0 ||
-      state_weights == 0 || o.max_parallelism == 0 || o.max_parallelism > 32768 ||
-      o.key_group_first > o.key_group_last || o.key_group_last >= o.max_parallelism ||
-      o.ttl_update > 1 || o.ttl_visibility > 1 || o.ttl_key_switch > 1 || o.ttl_full_snapshot > 1 ||
+      o.power_loss_percent > 100 || o.read_fault_percent > 100 || o.write_fault_percent > 100 ||
+      o.async_io > 1 || o.io_buffer_bytes == 0 || o.fault_within == 0 || state_weights == 0 ||
+      o.max_parallelism == 0 || o.max_parallelism > 32768 || o.key_group_first > o.key_group_last ||
+      o.key_group_last >= o.max_parallelism || o.ttl_update > 1 || o.ttl_visibility > 1 ||
+      o.ttl_key_switch > 1 || o.ttl_full_snapshot > 1 ||
       (o.ttl_key_switch == 1 && o.ttl_cleanup == 0)) {
     *error =
         "options out of range (keys, namespaces, ops_max, capacities, step_entries_max, "
-        "live_checkpoints_max, fault_within, max_parallelism and a state weight must be >= 1; "
+        "live_checkpoints_max, fault_within, io_buffer_bytes, max_parallelism and a state "
+        "weight must be >= 1; async_io 0 or 1; "
         "max_capacity <= 2^30; percentages <= 100; key_group_first <= key_group_last < "
         "max_parallelism <= 32768; TTL flags 0 or 1; ttl_key_switch=1 needs ttl_cleanup >= 1)";
     return std::nullopt;

@@ -257,9 +257,17 @@ struct CheckpointRecord {
   bool decided = false;        // the releaser chose whether to cancel it
   bool fault_decided = false;  // generated runs: the serializer chose whether to arm one
   bool finished = false;
-  bool complete = false;           // committed (and not lost at a power loss since)
-  bool lost = false;               // a power loss struck before it was durable
+  bool committed = false;  // its commit returned success
+  bool complete = false;   // committed, and not lost at a power loss or pruned since
+  bool lost = false;       // a power loss struck before it was durable
+  // A write fault its serializer armed changed what its commit left on the medium: its data
+  // file (damaged_data) or its manifest (damaged_manifest) is not what it wrote.
+  bool pruned = false;  // retention removed it after it committed
+  bool damaged_data = false;
+  bool damaged_manifest = false;
+  bool damaged() const { return damaged_data || damaged_manifest; }
   std::uint64_t committed_op = 0;  // the disk's operation count when its commit returned
+  std::uint64_t began_op = 0;      // the file operation count when its sync phase began
   std::uint64_t bytes = 0;         // of its data file, once complete
 };
 
@@ -348,6 +356,8 @@ class BackendSimulation final : public SimCore {
     o.max_parallelism = static_cast<std::uint32_t>(c.max_parallelism);
     o.key_group_first = static_cast<std::uint32_t>(c.key_groups.first);
     o.key_group_last = static_cast<std::uint32_t>(c.key_groups.last);
+    o.async_io = c.async_io ? 1 : 0;
+    o.io_buffer_bytes = c.io_buffer_bytes;
     return scenario_options(*config.scenario, o);
   }
 
@@ -371,6 +381,15 @@ class BackendSimulation final : public SimCore {
       // and runnable at the end to finish.
       if (writer_in_op_) return false;
       return scenario_ != nullptr || clock_armed_ || (writer_done_ && in_flight() == 0);
+    }
+    if (t.kind == TaskKind::io) {
+      // Runnable with a buffer to land (scenarios: the one its next line names), and at the
+      // end of a generated run to finish.
+      if (scenario_ != nullptr) {
+        return t.next_line >= t.program.size() ||
+               queued_file(t.program[t.next_line]->action.snapshot).has_value();
+      }
+      return manual_io_.waiting() != 0 || (writer_done_ && in_flight() == 0);
     }
     if (t.kind != TaskKind::releaser) return true;
     if (scenario_ != nullptr) {
@@ -401,6 +420,9 @@ class BackendSimulation final : public SimCore {
   void serializer_body(CheckpointRecord& rec, Task& self);
   void releaser_body(Task& self);
   void clock_body(Task& self);
+  void io_body(Task& self);
+  // The ManualIo index of checkpoint `name`'s data file, if it has a queued buffer.
+  std::optional<std::size_t> queued_file(const std::string& name) const;
   Action draw_slice(CheckpointRecord& rec, Prng& rng);
   std::optional<Action> draw_decision(Prng& rng) const;
   CheckpointRecord* named(const std::string& name) const {
@@ -429,12 +451,49 @@ class BackendSimulation final : public SimCore {
   // The backend after a power loss: reopens the storage, restores the latest checkpoint
   // (through read fault `a.budget` first, if any) and resets the model to it.
   void restart(const Action& a, std::uint64_t crash_op);
-  std::optional<std::vector<std::byte>> read_through_fault(const Action& a, std::uint64_t id);
-  Result<std::unique_ptr<CheckpointStorage>> open_storage() {
+  // What a restart found on the disk: the storage it opened, the checkpoint it restored (0:
+  // none), the backend restored from it, and what that backend holds.
+  struct Recovered {
+    std::unique_ptr<CheckpointStorage> storage;
+    std::uint64_t id = 0;
+    std::set<std::uint64_t> passed_over;  // complete checkpoints with a damaged data file
+    bool fell_back = false;               // `storage` was opened with fall_back_past_damaged
+    std::unique_ptr<SimBackend> backend;
+    BackendImage image;
+  };
+  // Opens the storage on `fs`, finds the latest checkpoint and restores it (through read
+  // fault `a.budget`, if any), checking C8 against what had committed by disk operation
+  // `crash_op` and C9 on damage; past a checkpoint a write fault damaged it falls back to an
+  // older one explicitly, as a user must. Changes no record and not the model. `narrate`:
+  // trace what it found.
+  Recovered recover(FileSystem& fs, const Action& a, std::uint64_t crash_op,
+                    const std::string& after, bool narrate);
+  // The newest checkpoint recover() may restore: the latest, or past a damaged one (reported
+  // as C9 demands) the newest intact complete one.
+  std::uint64_t latest_intact(Recovered& r, FileSystem& fs, const std::string& after);
+  std::optional<std::vector<std::byte>> read_through_fault(const Action& a, std::uint64_t id,
+                                                           CheckpointStorage& storage);
+  // A restore of `bytes`, a copy of `file` (checkpoint `id`) that differs from what was
+  // written, is refused naming the file and leaves nothing behind (C9, C4).
+  void expect_restore_refused(const std::string& file, const std::vector<std::byte>& bytes,
+                              std::uint64_t id);
+  void after_run() override;
+  // RunConfig::crash_states_max: a restart from every crash state of the disk's history.
+  void explore_crash_states();
+  // `fall_back`: StorageOptions::fall_back_past_damaged, an explicit rollback.
+  Result<std::unique_ptr<CheckpointStorage>> open_storage(FileSystem& fs, bool fall_back = false) {
     StorageOptions options;
     options.retain = kRetain;
-    options.io_thread = false;  // every write on the simulated task, errors where they happen
-    return CheckpointStorage::open(dir_.empty() ? "checkpoints" : dir_ + "/checkpoints", *fs_,
+    options.fall_back_past_damaged = fall_back;
+    // Every write on a simulated task: at once, where errors happen, or (async_io) when the
+    // io task lands it, errors surfacing at a later call of the writer.
+    options.io_thread = opts_.async_io == 1 && disk_ != nullptr;
+    options.io_buffers = AsyncFileOptions{.buffer_bytes = opts_.io_buffer_bytes,
+                                          .buffers = 3,
+                                          .pool = nullptr,
+                                          .manual_io = &manual_io_,
+                                          .label = {}};
+    return CheckpointStorage::open(dir_.empty() ? "checkpoints" : dir_ + "/checkpoints", fs,
                                    options);
   }
 
@@ -452,9 +511,9 @@ class BackendSimulation final : public SimCore {
   BackendImage filtered(const BackendImage& image, std::int64_t at) const;
   void run_cleanup(const Action& a);
   void reconcile(const std::string& after);
-  // Sets rec.expected of a full-snapshot-cleanup checkpoint from `got`, what it restored to
-  // in its own range, after checking it against the write times (L5).
-  void settle_full_snapshot(CheckpointRecord& rec, const BackendImage& got);
+  // What a full-snapshot-cleanup checkpoint restores to, given `got`, what it restored to in
+  // its own range: checked against its image and write times first (L5).
+  BackendImage full_snapshot_expected(const CheckpointRecord& rec, const BackendImage& got);
   std::int64_t pick_advance(Prng& rng) const;
   // Calls fn(last_access) for every element stored in the model's TTL states.
   template <class F>
@@ -491,16 +550,37 @@ class BackendSimulation final : public SimCore {
   void finish_failed(CheckpointRecord& rec, const std::string& why,
                      std::uint64_t since = UINT64_MAX);
   void finish_complete(CheckpointRecord& rec);
+  // Arms write fault `a` (ActionKind::write_fault) on rec's data file or manifest.
+  void arm_write_fault(CheckpointRecord& rec, const Action& a, const Task& self);
+  // After rec's commit returned: whether an armed write fault changed what it left on the
+  // medium (the bytes its files were given, from the disk's history, against the files).
+  void settle_write_faults(CheckpointRecord& rec);
+  // A damaged checkpoint is reported, naming the damaged file, wherever it is read: scan()
+  // and latest() for a manifest, read() and a restore of the raw bytes for a data file (C9).
+  void expect_damage_reported(const CheckpointRecord& rec, CheckpointStorage& storage,
+                              FileSystem& fs);
   // Arms an injected I/O error at the n-th mutating file operation from now.
   void arm_fault(std::uint32_t n) {
     fs_->fail_at(n);
     armed_at_ = fs_->operations() + n;
+    armed_ops_.push_back(armed_at_);
   }
-  // A storage call that started at operation count `before` failed with `st`: fine when the
-  // armed fault fired inside it, a failure of check `storage` otherwise.
+  // Whether an injected error fired at a file operation after `since`, up to now.
+  bool fault_fired_since(std::uint64_t since) const {
+    return std::any_of(armed_ops_.begin(), armed_ops_.end(),
+                       [&](std::uint64_t op) { return since < op && op <= fs_->operations(); });
+  }
+  // A storage call that started at operation count `before` failed with `st`: fine when an
+  // armed fault fired since (inside it, or with async_io in a write landed since that the
+  // call reports), a failure of check `storage` otherwise.
   void expect_injected(std::uint64_t before, const std::string& what, const Status& st) {
-    const bool injected = armed_at_ != 0 && before < armed_at_ && armed_at_ <= fs_->operations();
-    expect(injected, "storage", what + " failed without an injected fault: " + scrub(st.message()));
+    expect(fault_fired_since(before), "storage",
+           what + " failed without an injected fault: " + scrub(st.message()));
+    // With async_io the window reaches back to the checkpoint's start: the error reported
+    // must be the injected one itself, not another failure that it happens to excuse.
+    expect(opts_.async_io == 0 || st.message().find("injected I/O error") != std::string::npos,
+           "storage",
+           what + " failed with another error than the injected one: " + scrub(st.message()));
   }
   void check_previous_restores(const std::string& after);
   void verify_round_trips(CheckpointRecord& rec, const std::vector<std::byte>& bytes);
@@ -540,11 +620,14 @@ class BackendSimulation final : public SimCore {
   std::unique_ptr<SimBackend> primary_;
   std::vector<Key> keys_;  // the key space: keys of the backend's range, by the model
   std::string dir_;        // the run's checkpoint directory on a real file system, if any
+  // Before the storage and the checkpoints: their async files (async_io) use it.
+  ManualIo manual_io_;
   std::unique_ptr<SimulatedFileSystem> disk_;  // otherwise the simulated disk
   std::uint64_t disk_base_ = 0;                // the disk's operation count at its last power loss
   std::unique_ptr<FaultInjectionFileSystem> fs_;
   std::unique_ptr<CheckpointStorage> storage_;
-  std::uint64_t armed_at_ = 0;  // operation number of the armed fault, 0 when none
+  std::uint64_t armed_at_ = 0;            // operation number of the armed fault, 0 when none
+  std::vector<std::uint64_t> armed_ops_;  // every one armed since the last power loss
   std::vector<std::unique_ptr<CheckpointRecord>> checkpoints_;
   std::optional<std::uint64_t> newest_committed_;
   std::size_t undecided_ = 0;  // unfinished checkpoints the releaser has not decided on
@@ -593,12 +676,16 @@ void BackendSimulation::start() {
     disk_ = std::make_unique<SimulatedFileSystem>();
     fs_ = std::make_unique<FaultInjectionFileSystem>(*disk_);
   }
-  auto storage = open_storage();
+  auto storage = open_storage(*fs_);
   if (!storage.ok()) throw ScenarioInvalid{0, "checkpoint storage: " + storage.status().message()};
   storage_ = std::move(*storage);
   spawn("writer", "writer", TaskKind::writer, 4, [this] { writer_body(); });
   if (opts_.cancel_percent > 0) {
     spawn("releaser", "releaser", TaskKind::releaser, 1, [this] { releaser_body(*tasks_[1]); });
+  }
+  if (opts_.async_io == 1 && disk_ != nullptr) {
+    const std::uint32_t task = static_cast<std::uint32_t>(tasks_.size());
+    spawn("io", "io", TaskKind::io, 2, [this, task] { io_body(*tasks_[task]); });
   }
   if (ttl_) {
     const std::uint32_t task = static_cast<std::uint32_t>(tasks_.size());
@@ -975,14 +1062,11 @@ void BackendSimulation::reconcile(const std::string& after) {
 // when each entry was written (L5). Exact when its serializer wrote at one time only;
 // otherwise every element expired at the first write time is left out, every element live
 // at the last one is kept, and the restored contents become what later restores expect.
-void BackendSimulation::settle_full_snapshot(CheckpointRecord& rec, const BackendImage& got) {
-  if (rec.write_times.empty()) rec.write_times.insert(now());
-  const std::int64_t lo = *rec.write_times.begin();
-  const std::int64_t hi = *rec.write_times.rbegin();
-  if (lo == hi) {
-    rec.expected = filtered(rec.image, lo);
-    return;
-  }
+BackendImage BackendSimulation::full_snapshot_expected(const CheckpointRecord& rec,
+                                                       const BackendImage& got) {
+  const std::int64_t lo = rec.write_times.empty() ? now() : *rec.write_times.begin();
+  const std::int64_t hi = rec.write_times.empty() ? now() : *rec.write_times.rbegin();
+  if (lo == hi) return filtered(rec.image, lo);
   const std::string who = rec.name + " (written between times " + std::to_string(lo) + " and " +
                           std::to_string(hi) + ") restored into its range";
   for (const auto& [name, image] : rec.image) {
@@ -1007,7 +1091,7 @@ void BackendSimulation::settle_full_snapshot(CheckpointRecord& rec, const Backen
                  model::to_text(v) + " (ttl " + std::to_string(ttl_->ttl()) + ")");
     }
   }
-  rec.expected = got;
+  return got;
 }
 
 // How far the clock moves: often exactly to a stored value's expiry instant (where `<` and
@@ -1055,6 +1139,7 @@ void BackendSimulation::start_checkpoint(const std::string& name) {
   spawn(name, name, TaskKind::serializer, 2,
         [this, &rec, task] { serializer_body(rec, *tasks_[task]); });
   const std::uint64_t before = fs_->operations();
+  rec.began_op = before;
   auto pending = storage_->begin(rec.id);
   if (!pending.ok()) {
     expect_injected(before, name + ": begin", pending.status());
@@ -1076,6 +1161,14 @@ Action BackendSimulation::draw_slice(CheckpointRecord& rec, Prng& rng) {
       Action a;
       a.kind = ActionKind::fail;
       a.budget = static_cast<std::uint32_t>(1 + rng.below(opts_.fault_within));
+      return a;
+    }
+    if (opts_.write_fault_percent != 0 && disk_ != nullptr &&
+        rng.below(100) < opts_.write_fault_percent) {
+      Action a;  // one of the first appends of the data file, or the manifest's
+      a.kind = ActionKind::write_fault;
+      a.budget = static_cast<std::uint32_t>(rng.below(4));
+      a.x = rng.chance(1, 2) ? 0 : static_cast<std::int64_t>(1 + rng.below(4096));
       return a;
     }
   }
@@ -1105,6 +1198,12 @@ void BackendSimulation::serializer_body(CheckpointRecord& rec, Task& self) {
       Fiber::yield();
       continue;
     }
+    if (act.kind == ActionKind::write_fault) {
+      arm_write_fault(rec, act, self);
+      end_unit(self);
+      Fiber::yield();
+      continue;
+    }
     const std::size_t budget = act.budget == 0 ? SIZE_MAX : act.budget;
     const std::uint64_t before = fs_->operations();
     // The clock moves only between slices: the times a step writes at are the one it
@@ -1117,8 +1216,10 @@ void BackendSimulation::serializer_body(CheckpointRecord& rec, Task& self) {
           " -> " + std::to_string(rec.writer->bytes_written()) + " bytes");
     if (rec.writer->failed()) {
       rec.in_step = false;
-      if (!accepted_cancel(rec))
-        expect_injected(before, rec.name + ": write", rec.writer->status());
+      if (!accepted_cancel(rec)) {
+        expect_injected(opts_.async_io == 1 ? rec.began_op : before, rec.name + ": write",
+                        rec.writer->status());
+      }
       finish_failed(rec, rec.writer->status().message());
       end_unit(self);
       return;
@@ -1145,14 +1246,16 @@ void BackendSimulation::commit(CheckpointRecord& rec) {
     if (accepted_cancel(rec)) {
       expect_no_temporary(rec, at, "C7", "its commit refused the cancelled checkpoint");
     } else {
-      expect_injected(at, rec.name + ": commit", committed);
+      expect_injected(opts_.async_io == 1 ? rec.began_op : at, rec.name + ": commit", committed);
     }
     finish_failed(rec, committed.message(), at);
     return;
   }
   expect(!accepted_cancel(rec), "C7",
          rec.name + " was published although its cancel was accepted before the commit");
+  rec.committed = true;
   rec.committed_op = disk_ != nullptr ? disk_->operations() : 0;
+  settle_write_faults(rec);
   finish_complete(rec);
 }
 
@@ -1171,12 +1274,12 @@ void BackendSimulation::cancel(CheckpointRecord& rec, const std::string& by) {
   if (rec.cancelled == CancelResult::accepted) {
     want = CancelResult::repeated;
   } else if (rec.finished) {
-    want = rec.complete ? CancelResult::too_late : CancelResult::finished;
+    want = rec.committed ? CancelResult::too_late : CancelResult::finished;
   }
   expect(got == want, "C7",
          by + "'s cancel of " + rec.name + where + " returned " + cancel_result_name(got) +
              ", expected " + cancel_result_name(want) +
-             (rec.finished ? (rec.complete ? " (it committed)" : " (it failed)")
+             (rec.finished ? (rec.committed ? " (it committed)" : " (it failed)")
                            : " (its commit has not begun)"));
   if (!rec.cancelled) rec.cancelled = got;
   dirty_ = true;
@@ -1216,7 +1319,7 @@ void BackendSimulation::finish_failed(CheckpointRecord& rec, const std::string& 
 
 void BackendSimulation::expect_no_temporary(const CheckpointRecord& rec, std::uint64_t since,
                                             const char* check, const std::string& after) {
-  if (armed_at_ > since && armed_at_ <= fs_->operations()) {
+  if (fault_fired_since(since)) {
     // The injected fault hit the removal itself (abort is best effort): the next open()
     // removes what is left.
     return;
@@ -1249,12 +1352,25 @@ void BackendSimulation::finish_complete(CheckpointRecord& rec) {
   // kRetain newer ones is pruned at once, which is right (and all that may explain it).
   auto found = storage_->scan();
   expect(found.ok(), "storage", "listing complete checkpoints: " + scrub(found.status().message()));
-  expect(found->damaged.empty(), "C9",
-         rec.name + " committed and checkpoint " +
-             (found->damaged.empty() ? std::string()
-                                     : std::to_string(found->damaged.front().id) +
-                                           " is damaged, with no fault on the disk: " +
-                                           scrub(found->damaged.front().reason)));
+  for (const DamagedCheckpoint& d : found->damaged) {
+    expect(d.id <= checkpoints_.size() && checkpoints_.at(d.id - 1)->damaged_manifest, "C9",
+           rec.name + " committed and checkpoint " + std::to_string(d.id) +
+               " is damaged, with no write fault to explain it: " + scrub(d.reason));
+  }
+  // What the commit pruned is no longer complete. Retention keeps the newest kRetain
+  // complete checkpoints, counting those whose data file a write fault damaged (damage that
+  // shows only when read), so it may remove the newest intact one: C8 then expects no more.
+  for (auto& r : checkpoints_) {
+    if (r.get() == &rec || !r->complete) continue;
+    if (std::find(found->complete.begin(), found->complete.end(), r->id) == found->complete.end()) {
+      r->complete = false;
+      r->pruned = true;
+    }
+  }
+  if (rec.damaged_manifest) {  // never complete: reported, or pruned at once (C9)
+    expect_damage_reported(rec, *storage_, *fs_);
+    return;
+  }
   const std::vector<std::uint64_t>& complete = found->complete;
   std::size_t newer = 0;
   for (std::uint64_t id : complete) newer += id > rec.id ? 1U : 0U;
@@ -1263,6 +1379,12 @@ void BackendSimulation::finish_complete(CheckpointRecord& rec) {
            rec.name + " committed but is not complete in storage, with only " +
                std::to_string(newer) + " newer complete checkpoints");
     trace(rec.name + " pruned: " + std::to_string(newer) + " newer checkpoints are complete");
+    rec.complete = false;
+    rec.pruned = true;
+    return;
+  }
+  if (rec.damaged_data) {
+    expect_damage_reported(rec, *storage_, *fs_);
     return;
   }
   auto bytes = storage_->read(rec.id);
@@ -1272,17 +1394,42 @@ void BackendSimulation::finish_complete(CheckpointRecord& rec) {
   ++result_.stats.snapshots_checked;
 }
 
-// The newest complete checkpoint is the newest that committed, and restores exactly.
+// The newest complete checkpoint is the newest that committed and restores exactly, or
+// what stands in its way is reported: latest() may fail only naming a damaged manifest, and
+// return an older checkpoint only past damaged ones (D1), and a damaged data file is
+// refused when read (C9).
 void BackendSimulation::check_previous_restores(const std::string& after) {
   auto latest = storage_->latest();
-  expect(latest.ok(), "storage",
-         "finding the latest checkpoint: " + scrub(latest.status().message()));
-  expect(*latest == newest_committed_, "storage",
-         after + ": the latest complete checkpoint is " +
-             (*latest ? std::to_string(**latest) : std::string("none")) + ", expected " +
-             (newest_committed_ ? std::to_string(*newest_committed_) : std::string("none")));
-  if (!*latest) return;
-  const CheckpointRecord& prev = *checkpoints_.at(**latest - 1);
+  if (!latest.ok()) {
+    bool named = false;
+    for (const auto& r : checkpoints_) {
+      const std::string manifest =
+          std::filesystem::path(storage_->manifest_path(r->id)).filename().string();
+      named = named || (r->damaged_manifest &&
+                        latest.status().message().find(manifest) != std::string::npos);
+    }
+    expect(named, "storage",
+           after + ": finding the latest checkpoint: " + scrub(latest.status().message()));
+    return;
+  }
+  const std::uint64_t id = latest->value_or(0);
+  const std::uint64_t newest = newest_committed_.value_or(0);
+  expect(id <= newest, "storage",
+         after + ": the latest complete checkpoint is " + std::to_string(id) +
+             ", newer than every committed one (" + std::to_string(newest) + ")");
+  for (std::uint64_t skipped = id + 1; skipped <= newest; ++skipped) {
+    const CheckpointRecord& r = *checkpoints_.at(skipped - 1);
+    expect(!r.complete || r.damaged(), "storage",
+           after + ": the latest complete checkpoint is " +
+               (id == 0 ? std::string("none") : checkpoints_.at(id - 1)->name) + ", but " + r.name +
+               " committed intact after it");
+  }
+  if (id == 0) return;
+  const CheckpointRecord& prev = *checkpoints_.at(id - 1);
+  if (prev.damaged()) {
+    expect_damage_reported(prev, *storage_, *fs_);
+    return;
+  }
   auto bytes = storage_->read(prev.id);
   expect(bytes.ok(), "restore",
          prev.name + " does not read back " + after + ": " + scrub(bytes.status().message()));
@@ -1305,7 +1452,7 @@ void BackendSimulation::verify_round_trips(CheckpointRecord& rec,
   const CheckpointInput in{rec.name, bytes, rec.id};
   const auto same = restored({in}, range_, false, rec.name + " restored into its own range");
   const BackendImage got = contents(*same, rec.name);
-  if (ttl_ && ttl_->full_snapshot_cleanup) settle_full_snapshot(rec, got);
+  if (ttl_ && ttl_->full_snapshot_cleanup) rec.expected = full_snapshot_expected(rec, got);
   compare(rec.expected, got, "restore", rec.name + " restored into its range");
   round_trip(rec.expected, bytes, rec.name, a, b, !b.empty());
   yields_enabled_ = true;
@@ -1401,8 +1548,14 @@ void BackendSimulation::scripted_restore(const Action& a) {
     invalid(*tasks_[0], a.snapshot + " is not a complete checkpoint (it " +
                             (rec == nullptr || !rec->finished ? "has not finished"
                              : rec->lost                      ? "was lost at a power loss"
+                             : rec->pruned                    ? "was pruned"
                                                               : "failed") +
                             "); only a complete one restores");
+  }
+  if (rec->damaged()) {
+    invalid(*tasks_[0], a.snapshot +
+                            " was damaged by a write fault; only an intact checkpoint "
+                            "restores");
   }
   for (const GroupRange& r : {a.extras.get().into, a.extras.get().also}) {
     COWSTATE_ASSERT(r.empty() || r.last < max_parallelism_, "REQUIRES",
@@ -1458,6 +1611,7 @@ void BackendSimulation::power_loss(const Action& a) {
   primary_.reset();
   fs_ = std::make_unique<FaultInjectionFileSystem>(*disk_);  // no injected error armed
   armed_at_ = 0;
+  armed_ops_.clear();
   yields_enabled_ = false;  // a power loss has no yield point: the restart runs whole
   restart(a, op);
   yields_enabled_ = true;
@@ -1497,19 +1651,70 @@ void arm_read_fault(SimulatedFileSystem& disk, const Action& a, const std::strin
 }
 
 void BackendSimulation::restart(const Action& a, std::uint64_t crash_op) {
-  const std::string after = "after the power loss";
-  auto storage = open_storage();
+  Recovered r = recover(*fs_, a, crash_op, "after the power loss", true);
+  storage_ = std::move(r.storage);
+  if (r.fell_back) {
+    // The rollback past a damaged manifest was for this restore only: from here on the
+    // storage reports damage as it always does.
+    storage_.reset();
+    auto storage = open_storage(*fs_);
+    expect(
+        storage.ok(), "C8",
+        "reopening the checkpoint storage after the restart: " + scrub(storage.status().message()));
+    storage_ = std::move(*storage);
+  }
+  if (r.id != 0) {
+    CheckpointRecord& rec = *checkpoints_.at(r.id - 1);
+    // One that failed may be durable all the same (its manifest's removal lost).
+    if (!rec.committed && ttl_ && ttl_->full_snapshot_cleanup) {
+      rec.expected = full_snapshot_expected(rec, r.image);
+    }
+  }
+  primary_ = std::move(r.backend);
+  // Complete now is what the disk holds: the restored one (durable even if its commit
+  // failed, its manifest's removal lost), older ones the crash brought back from pruning,
+  // and newer ones passed over for a damaged data file. An intact one that was complete and
+  // is gone never reached the medium.
+  auto found = storage_->scan();
+  expect(found.ok(), "storage",
+         "listing the checkpoint directory after the restart: " + scrub(found.status().message()));
+  newest_committed_ = r.id == 0 ? std::nullopt : std::optional<std::uint64_t>(r.id);
+  for (auto& rec : checkpoints_) {
+    const bool there =
+        std::find(found->complete.begin(), found->complete.end(), rec->id) != found->complete.end();
+    expect(rec->id != r.id || there, "C8", rec->name + " restored but is not complete in storage");
+    if (!there && rec->complete && !rec->damaged() && rec->id > r.id) rec->lost = true;
+    rec->complete = there;
+    rec->pruned = rec->pruned && !there;
+    if (there && rec->id > r.id) {
+      expect(r.passed_over.count(rec->id) != 0, "C8",
+             rec->name + " is complete in storage, newer than " +
+                 (r.id == 0 ? std::string("none") : checkpoints_.at(r.id - 1)->name) +
+                 ", and was neither restored nor reported damaged");
+      newest_committed_ = rec->id;
+    }
+  }
+  model_.backend() = Store::restored(model_.backend().kinds(), r.image);
+  dirty_ = true;
+}
+
+BackendSimulation::Recovered BackendSimulation::recover(FileSystem& fs, const Action& a,
+                                                        std::uint64_t crash_op,
+                                                        const std::string& after, bool narrate) {
+  Recovered out;
+  auto storage = open_storage(fs);
   expect(storage.ok(), "C8",
          "reopening the checkpoint storage " + after + ": " + scrub(storage.status().message()));
-  storage_ = std::move(*storage);
-  // C8: every checkpoint whose commit returned before the crash point survives.
+  out.storage = std::move(*storage);
+  // C8: every checkpoint whose commit returned before the crash point survives, unless a
+  // write fault damaged it.
   const CheckpointRecord* floor = nullptr;
   for (const auto& r : checkpoints_) {
-    if (r->complete && r->committed_op <= crash_op) floor = r.get();
+    if (r->complete && !r->damaged() && r->committed_op <= crash_op) floor = r.get();
   }
   const bool manifest_fault = read_fault_of(a.budget) == ReadFault::manifest;
   if (manifest_fault) {  // on the newest manifest in place, complete or damaged
-    auto found = storage_->scan();
+    auto found = out.storage->scan();
     expect(found.ok(), "storage",
            "listing the checkpoint directory: " + scrub(found.status().message()));
     const std::uint64_t id = std::max(found->complete.empty() ? 0 : found->complete.back(),
@@ -1517,10 +1722,10 @@ void BackendSimulation::restart(const Action& a, std::uint64_t crash_op) {
     if (id == 0) {
       trace("restart: no manifest to fault");
     } else {
-      const std::string path = storage_->manifest_path(id);
+      const std::string path = out.storage->manifest_path(id);
       const std::string newest = std::filesystem::path(path).filename().string();
       arm_read_fault(*disk_, a, path, CheckpointStorage::kManifestSize, 1);
-      auto latest = storage_->latest();
+      auto latest = out.storage->latest();
       trace("restart: a flipped bit in " + newest + ": " +
             (latest.ok() ? std::string("latest() passed") : scrub(latest.status().message())));
       expect(!latest.ok() && latest.status().message().find(newest) != std::string::npos, "C9",
@@ -1529,66 +1734,127 @@ void BackendSimulation::restart(const Action& a, std::uint64_t crash_op) {
                               : "said " + scrub(latest.status().message())));
     }
   }
-  auto latest = storage_->latest();
-  expect(latest.ok(), "C8",
-         "finding the latest checkpoint " + after + ": " + scrub(latest.status().message()));
-  const std::uint64_t got = latest->value_or(0);
-  const std::string got_name = got == 0 ? std::string("none") : checkpoints_.at(got - 1)->name;
-  expect(floor == nullptr || got >= floor->id, "C8",
+  out.id = latest_intact(out, fs, after);
+  const std::string got_name =
+      out.id == 0 ? std::string("none") : checkpoints_.at(out.id - 1)->name;
+  expect(floor == nullptr || out.id >= floor->id, "C8",
          after + " (disk operation " + std::to_string(crash_op) + ") the latest checkpoint is " +
              got_name + ", but " + (floor ? floor->name : std::string()) +
              " had committed by disk operation " + std::to_string(floor ? floor->committed_op : 0));
-  trace("restart: latest checkpoint " + got_name);
-  BackendImage image;
-  if (got == 0) {
-    primary_ =
+  if (narrate) trace("restart: latest checkpoint " + got_name);
+  if (out.id == 0) {
+    out.backend =
         std::make_unique<SimBackend>(range_, max_parallelism_, map_options_, false, &clock_, ttl_);
-  } else {
-    CheckpointRecord& rec = *checkpoints_.at(got - 1);
-    auto bytes = a.budget != 0 && !manifest_fault ? read_through_fault(a, got)
-                                                  : std::optional<std::vector<std::byte>>();
-    if (!bytes) {
-      auto read = storage_->read(got);
-      expect(read.ok(), "C8",
-             rec.name + " does not read back " + after + ": " + scrub(read.status().message()));
-      bytes = std::move(*read);
-    }
-    primary_ = restored({CheckpointInput{rec.name, *bytes, rec.id}}, range_, false,
-                        rec.name + " restored " + after);
-    image = contents(*primary_, rec.name + " restored " + after);
-    // One that failed may be durable all the same (its manifest's removal lost).
-    if (!rec.complete && ttl_ && ttl_->full_snapshot_cleanup) settle_full_snapshot(rec, image);
-    compare(rec.expected, image, "C8", rec.name + " restored " + after);
+    return out;
   }
-  // What is newer than the latest never reached the medium; the latest itself is durable,
-  // even if its commit failed (its manifest's removal lost).
-  for (auto& r : checkpoints_) {
-    if (r->id > got) {
-      r->lost = r->lost || r->complete;
-      r->complete = false;
-    } else if (r->id == got) {
-      r->complete = true;
-    }
+  const CheckpointRecord& rec = *checkpoints_.at(out.id - 1);
+  auto bytes = a.budget != 0 && !manifest_fault ? read_through_fault(a, out.id, *out.storage)
+                                                : std::optional<std::vector<std::byte>>();
+  if (!bytes) {
+    auto read = out.storage->read(out.id);
+    expect(read.ok(), "C8",
+           rec.name + " does not read back " + after + ": " + scrub(read.status().message()));
+    bytes = std::move(*read);
   }
-  model_.backend() = Store::restored(model_.backend().kinds(), image);
-  newest_committed_ = got == 0 ? std::nullopt : std::optional<std::uint64_t>(got);
-  dirty_ = true;
+  out.backend = restored({CheckpointInput{rec.name, *bytes, rec.id}}, range_, false,
+                         rec.name + " restored " + after);
+  out.image = contents(*out.backend, rec.name + " restored " + after);
+  const bool settled = rec.committed || !(ttl_ && ttl_->full_snapshot_cleanup);
+  compare(settled ? rec.expected : full_snapshot_expected(rec, out.image), out.image, "C8",
+          rec.name + " restored " + after);
+  return out;
+}
+
+std::uint64_t BackendSimulation::latest_intact(Recovered& r, FileSystem& fs,
+                                               const std::string& after) {
+  auto latest = r.storage->latest();
+  if (!latest.ok()) {
+    // D1: a damaged newest checkpoint stops the restart, named; the rollback is asked for.
+    auto found = r.storage->scan();
+    expect(found.ok(), "storage",
+           "listing the checkpoint directory: " + scrub(found.status().message()));
+    const std::uint64_t newest = found->damaged.empty() ? 0 : found->damaged.back().id;
+    expect(newest != 0 && newest <= checkpoints_.size() &&
+               checkpoints_.at(newest - 1)->damaged_manifest,
+           "C8",
+           "finding the latest checkpoint " + after + ": " + scrub(latest.status().message()));
+    expect_damage_reported(*checkpoints_.at(newest - 1), *r.storage, fs);
+    auto fallback = open_storage(fs, true);
+    expect(fallback.ok(), "C8",
+           "reopening the checkpoint storage with fall_back_past_damaged " + after + ": " +
+               scrub(fallback.status().message()));
+    r.storage = std::move(*fallback);
+    r.fell_back = true;
+    latest = r.storage->latest();
+    expect(latest.ok(), "C8",
+           "finding the latest checkpoint past a damaged one " + after + ": " +
+               scrub(latest.status().message()));
+  }
+  std::uint64_t id = latest->value_or(0);
+  expect(id <= checkpoints_.size(), "C8",
+         after + " the latest checkpoint is " + std::to_string(id) + ", which never began");
+  // A data file a write fault damaged is refused on reading; the user then restores an
+  // older one by hand: the newest complete one below it.
+  while (id != 0 && checkpoints_.at(id - 1)->damaged_data) {
+    expect_damage_reported(*checkpoints_.at(id - 1), *r.storage, fs);
+    r.passed_over.insert(id);
+    auto found = r.storage->scan();
+    expect(found.ok(), "storage",
+           "listing the checkpoint directory: " + scrub(found.status().message()));
+    const std::uint64_t below = id;
+    id = 0;
+    for (std::uint64_t c : found->complete) id = c < below ? c : id;
+  }
+  return id;
+}
+
+void BackendSimulation::after_run() {
+  if (config_.crash_states_max != 0) explore_crash_states();
+}
+
+// Every crash state of the disk's history since the last power loss, at most
+// crash_states_max (SimulatedFileSystem::for_each_crash_state: every prefix of the history
+// times every allowed subset of its pending operations, without tears): a restart on a disk
+// holding exactly that state must find at least the newest checkpoint committed by the end
+// of the prefix and restore it exactly (C8), as after a real power loss.
+void BackendSimulation::explore_crash_states() {
+  if (disk_ == nullptr) {
+    throw ScenarioInvalid{0,
+                          "crash states need the simulated disk; this run's checkpoints are "
+                          "on a real file system (COWSTATE_SIM_TMPDIR)"};
+  }
+  const std::vector<SimulatedFileSystem::Operation>& history = disk_->history();
+  yields_enabled_ = false;
+  std::uint64_t states = 0;
+  disk_->for_each_crash_state(config_.crash_states_max, [&](const CrashState& c) {
+    const std::uint64_t op = c.prefix_len == 0 ? disk_base_ : history[c.prefix_len - 1].number;
+    const std::string after = "after a power loss at crash state " + std::to_string(states + 1) +
+                              " (disk operation " + std::to_string(op) + ")";
+    SimulatedFileSystem disk(c.image);
+    (void)recover(disk, Action{}, op, after, false);
+    ++states;
+  });
+  yields_enabled_ = true;
+  result_.stats.crash_states = states;
+  result_.stats.crash_points = history.size() + 1;
+  trace("crash states: " + std::to_string(states) + " restarts checked from " +
+        std::to_string(history.size() + 1) + " crash points");
 }
 
 // Reads checkpoint `id`'s data file through read fault `a` twice, raw and through the
 // storage: a copy that differs from the file must be refused by both, naming the file,
 // and restore nothing (C9); one that does not must restore exactly. Returns the clean bytes.
-std::optional<std::vector<std::byte>> BackendSimulation::read_through_fault(const Action& a,
-                                                                            std::uint64_t id) {
+std::optional<std::vector<std::byte>> BackendSimulation::read_through_fault(
+    const Action& a, std::uint64_t id, CheckpointStorage& storage) {
   const CheckpointRecord& rec = *checkpoints_.at(id - 1);
-  const std::string path = storage_->data_path(id);
+  const std::string path = storage.data_path(id);
   const std::string file = std::filesystem::path(path).filename().string();
   auto clean = fs_->read_file(path);
   expect(clean.ok(), "C8",
          rec.name + "'s data file does not read: " + scrub(clean.status().message()));
   arm_read_fault(*disk_, a, path, clean->size(), 2);
   auto raw = fs_->read_file(path);
-  auto stored = storage_->read(id);
+  auto stored = storage.read(id);
   const bool changed = !raw.ok() || *raw != *clean;
   trace(std::string("restart: read fault ") + kReadFaultNames[a.budget] + " on " + file + ": " +
         (changed ? "the copy differs" : "the copy is unchanged"));
@@ -1596,28 +1862,119 @@ std::optional<std::vector<std::byte>> BackendSimulation::read_through_fault(cons
     expect(!stored.ok() && stored.status().message().find(file) != std::string::npos, "C9",
            "the storage read a damaged copy of " + file + ": " +
                (stored.ok() ? std::string("accepted") : scrub(stored.status().message())));
+    if (raw.ok()) expect_restore_refused(file, *raw, id);
   } else {
     expect(
         stored.ok(), "C8",
         "the storage refused an intact copy of " + file + ": " + scrub(stored.status().message()));
-  }
-  if (raw.ok()) {
     SimBackend sb(range_, max_parallelism_, map_options_, false, &clock_, ttl_);
     const CheckpointInput in{file, *raw, id};
     const Status st = sb.backend->restore({&in, 1});
-    if (changed) {
-      expect(!st.ok() && st.message().rfind(file + ": ", 0) == 0, "C9",
-             "a damaged copy of " + file + " restored" +
-                 (st.ok() ? std::string()
-                          : ", and its error does not name the file: " + st.message()));
-      expect(contents(sb, "the backend of a refused restore") ==
-                 Store::with_states(model_.backend().kinds(), {}),
-             "C4", "a refused restore of " + file + " left state behind");
-    } else {
-      expect(st.ok(), "C8", "an intact copy of " + file + " did not restore: " + st.message());
-    }
+    expect(st.ok(), "C8", "an intact copy of " + file + " did not restore: " + st.message());
   }
   return std::move(*clean);
+}
+
+void BackendSimulation::expect_restore_refused(const std::string& file,
+                                               const std::vector<std::byte>& bytes,
+                                               std::uint64_t id) {
+  SimBackend sb(range_, max_parallelism_, map_options_, false, &clock_, ttl_);
+  const CheckpointInput in{file, bytes, id};
+  const Status st = sb.backend->restore({&in, 1});
+  expect(!st.ok() && st.message().rfind(file + ": ", 0) == 0, "C9",
+         "a damaged copy of " + file + " restored" +
+             (st.ok() ? std::string() : ", and its error does not name the file: " + st.message()));
+  expect(contents(sb, "the backend of a refused restore") ==
+             Store::with_states(model_.backend().kinds(), {}),
+         "C4", "a refused restore of " + file + " left state behind");
+}
+
+// ---------------------------------------------------------------------------------------
+// Write faults
+
+void BackendSimulation::arm_write_fault(CheckpointRecord& rec, const Action& a, const Task& self) {
+  if (disk_ == nullptr) {
+    invalid(self, std::string(action_name(a)) +
+                      " needs the simulated disk; this run's checkpoints are on a real file "
+                      "system (COWSTATE_SIM_TMPDIR)");
+  }
+  const bool manifest = a.budget == 0;
+  const std::string path = CheckpointStorage::temporary_path(
+      manifest ? storage_->manifest_path(rec.id) : storage_->data_path(rec.id));
+  const std::uint64_t skip = manifest ? 0 : a.budget - 1;
+  if (a.x == 0) {
+    disk_->lose_write(path, skip);
+  } else {
+    disk_->misdirect_write(path, static_cast<std::uint64_t>(a.x - 1), skip);
+  }
+  trace(self.name + " " + action_name(a) +
+        (manifest ? std::string(" manifest") : " write " + std::to_string(a.budget)) +
+        (a.x == 0 ? std::string() : " to " + std::to_string(a.x - 1)) + " (" +
+        std::filesystem::path(path).filename().string() + ")");
+}
+
+void BackendSimulation::settle_write_faults(CheckpointRecord& rec) {
+  if (disk_ == nullptr) return;
+  // What `final_path` was given (the appends to its temporary file) against what it holds.
+  auto damaged = [this](const std::string& final_path) {
+    const std::string tmp = CheckpointStorage::temporary_path(final_path);
+    std::vector<std::byte> given;
+    bool faulted = false;
+    for (const SimulatedFileSystem::Operation& op : disk_->history()) {
+      if (op.kind != SimulatedFileSystem::Operation::Kind::append || op.path != tmp) continue;
+      given.insert(given.end(), op.bytes.begin(), op.bytes.end());
+      faulted = faulted || op.lost || op.misdirected >= 0;
+    }
+    if (!faulted) return false;
+    const DiskImage image = disk_->image();
+    const auto it = image.files.find(final_path);
+    return it == image.files.end() || it->second != given;
+  };
+  rec.damaged_data = damaged(storage_->data_path(rec.id));
+  rec.damaged_manifest = damaged(storage_->manifest_path(rec.id));
+  if (rec.damaged()) {
+    trace(rec.name + " committed, but a write fault damaged its " +
+          (rec.damaged_data ? "data file" : "manifest"));
+  }
+}
+
+void BackendSimulation::expect_damage_reported(const CheckpointRecord& rec,
+                                               CheckpointStorage& storage, FileSystem& fs) {
+  auto found = storage.scan();
+  expect(found.ok(), "storage",
+         "listing the checkpoint directory: " + scrub(found.status().message()));
+  if (rec.damaged_manifest) {
+    const std::string manifest =
+        std::filesystem::path(storage.manifest_path(rec.id)).filename().string();
+    bool listed = false;
+    for (const DamagedCheckpoint& d : found->damaged) {
+      listed = listed || (d.id == rec.id && d.reason.find(manifest) != std::string::npos);
+    }
+    // Pruning removes a damaged checkpoint older than the oldest one it retains (C9).
+    const bool pruned = !found->complete.empty() && found->complete.front() > rec.id;
+    expect(listed || pruned, "C9",
+           rec.name + "'s manifest was damaged by a write fault and scan() does not report it");
+    if (!listed) return;
+    const bool newest = found->complete.empty() || found->complete.back() < rec.id;
+    if (!newest) return;  // a newer complete one: latest() rightly passes over it
+    // latest() fails naming the newest damaged checkpoint, rec or a newer one.
+    const std::string newest_damaged =
+        std::filesystem::path(storage.manifest_path(found->damaged.back().id)).filename().string();
+    auto latest = storage.latest();
+    expect(!latest.ok() && latest.status().message().find(newest_damaged) != std::string::npos,
+           "C9",
+           "latest() " + (latest.ok() ? std::string("passed over") : "did not name") +
+               " the damaged manifest " + newest_damaged + ", newer than every complete one" +
+               (latest.ok() ? std::string() : ": " + scrub(latest.status().message())));
+    return;
+  }
+  const std::string path = storage.data_path(rec.id);
+  const std::string file = std::filesystem::path(path).filename().string();
+  auto stored = storage.read(rec.id);
+  expect(!stored.ok() && stored.status().message().find(file) != std::string::npos, "C9",
+         "the storage read " + rec.name + "'s data file, which a write fault damaged: " +
+             (stored.ok() ? std::string("accepted") : scrub(stored.status().message())));
+  if (auto raw = fs.read_file(path); raw.ok()) expect_restore_refused(file, *raw, rec.id);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1692,6 +2049,47 @@ void BackendSimulation::clock_body(Task& self) {
 }
 
 // ---------------------------------------------------------------------------------------
+// The io task
+
+// With async_io the data files' buffers queue in the ManualIo; each io step lands the
+// oldest buffer of one file (generated runs: a file drawn among those waiting, so files
+// land in any order while each file's land in order), as an I/O thread would have written
+// it just then. A writer with no buffer left lands its own (async_file.h).
+void BackendSimulation::io_body(Task& self) {
+  auto draw = [this](Prng& rng) -> std::optional<Action> {
+    if (manual_io_.waiting() == 0) return std::nullopt;  // the run is over (is_runnable)
+    const std::string& label = manual_io_.label(rng.below(manual_io_.waiting()));
+    Action a;
+    a.kind = ActionKind::land;
+    for (const auto& r : checkpoints_) {
+      if (CheckpointStorage::temporary_path(storage_->data_path(r->id)) == label)
+        a.snapshot = r->name;
+    }
+    return a;
+  };
+  while (const std::optional<Action> a = next_action(self, draw)) {
+    begin_action(self, *a);
+    const std::optional<std::size_t> i = queued_file(a->snapshot);
+    if (!i) invalid(self, a->snapshot + " has no queued write to land");
+    const std::uint64_t before = fs_->operations();
+    manual_io_.land(*i);
+    trace("io land " + a->snapshot + " (operation " + std::to_string(before + 1) + ")");
+    end_unit(self);
+    Fiber::yield();
+  }
+}
+
+std::optional<std::size_t> BackendSimulation::queued_file(const std::string& name) const {
+  const CheckpointRecord* rec = named(name);
+  if (rec == nullptr || storage_ == nullptr) return std::nullopt;
+  const std::string label = CheckpointStorage::temporary_path(storage_->data_path(rec->id));
+  for (std::size_t i = 0; i < manual_io_.waiting(); ++i) {
+    if (manual_io_.label(i) == label) return i;
+  }
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------------------
 // Checks
 
 void BackendSimulation::after_step_checks() {
@@ -1757,13 +2155,14 @@ void BackendSimulation::check_expectation(const Expectation& e) {
                   "the parser refuses key groups beyond max parallelism");
   const KeyGroupRange range = e.into.empty() ? range_ : KeyGroupRange(e.into.first, e.into.last);
   const std::string where = e.target + (e.into.empty() ? "" : " into " + range_text(e.into));
-  const Image by_model = restricted(rec->complete ? rec->expected : rec->image, range).at(e.state);
+  const Image by_model = restricted(rec->committed ? rec->expected : rec->image, range).at(e.state);
   if (by_model != want) {
     fail(where + " " + e.state + " is " + image_text(by_model) + " by the model, expected " +
              image_text(want),
          differs(by_model, "by the model"));
   }
-  if (!rec->complete) return;  // failed or unfinished: the model's word is all there is
+  // Failed, unfinished or damaged: the model's word is all there is.
+  if (!rec->complete || rec->damaged()) return;
   auto bytes = storage_->read(rec->id);
   if (!bytes.ok()) {
     fail(e.target + " does not read back: " + scrub(bytes.status().message()),

@@ -54,6 +54,8 @@ class BackendWorkload final : public WorkloadWithOptions<BackendWorkloadOptions>
     config->key_groups = {static_cast<std::int32_t>(b.key_group_first),
                           static_cast<std::int32_t>(b.key_group_last)};
     config->ttl_ms = b.ttl_ms;
+    config->async_io = b.async_io == 1;
+    if (config->async_io) config->io_buffer_bytes = b.io_buffer_bytes;
     if (b.ttl_ms != 0) {
       config->ttl_read_refresh = b.ttl_update == 1;
       config->ttl_return_expired = b.ttl_visibility == 1;

@@ -2,8 +2,11 @@
 #include "cli/kill_matrix.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -59,9 +62,61 @@ std::map<std::string, sim::Scenario> negative_scenarios(const std::string& dir, 
   return out;
 }
 
-// One row of the matrix: what fuzzing, shrinking and the negative scenario made of a mutant.
+// What the tests of a build tree labelled mutant-kill made of a planted bug.
+struct SuiteKill {
+  bool ran = false;     // ctest ran the tests (false: `by` says why not)
+  bool killed = false;  // one of them failed
+  double seconds = 0;
+  std::string by;  // the first test that failed
+};
+
+// The name of the first test a ctest log reports as not passed ("  3/41 Test  #7: NAME
+// .....***Failed  0.01 sec"), or "".
+std::string first_failed_test(std::istream& log) {
+  for (std::string line; std::getline(log, line);) {
+    if (line.find("***") == std::string::npos && line.find("Not Run") == std::string::npos) {
+      continue;
+    }
+    const std::size_t colon = line.find(": ");
+    if (colon == std::string::npos) continue;
+    const std::size_t from = colon + 2;
+    std::size_t to = line.find(" .", from);
+    if (to == std::string::npos) to = line.find(' ', from);
+    return line.substr(from, to == std::string::npos ? std::string::npos : to - from);
+  }
+  return "";
+}
+
+// Runs the tests of `dir` labelled mutant-kill under `mutant` (COWSTATE_MUTANT), stopping at
+// the first failure. Deterministic as the tests are; never fuzzes.
+SuiteKill run_suites(const char* mutant, const std::string& dir) {
+  SuiteKill k;
+  const std::filesystem::path log = std::filesystem::temp_directory_path() /
+                                    ("cowstate-mutants-ctest-" + std::string(mutant) + ".log");
+  const std::string command = std::string("COWSTATE_MUTANT=") + mutant + " ctest --test-dir " +
+                              pasteable(dir) +
+                              " -L mutant-kill --no-tests=error --stop-on-failure -j 2"
+                              " --timeout 120 > " +
+                              pasteable(log.string()) + " 2>&1";
+  const auto start = std::chrono::steady_clock::now();
+  const int status = std::system(command.c_str());
+  k.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::ifstream in(log);
+  k.by = first_failed_test(in);
+  k.ran = status == 0 || !k.by.empty();
+  k.killed = status != 0 && !k.by.empty();
+  if (!k.ran)
+    k.by = "ctest did not run (exit status " + std::to_string(status) + "; " + log.string() + ")";
+  std::error_code ec;
+  if (k.ran) std::filesystem::remove(log, ec);
+  return k;
+}
+
+// One row of the matrix: what fuzzing, shrinking, the negative scenario and the test suites
+// made of a mutant.
 struct Row {
   std::optional<FinishedRun> kill;
+  std::optional<SuiteKill> suites;
   double seconds = 0;
   std::uint64_t runs = 0;
   std::size_t shrunk_steps = 0, hand_steps = 0;
@@ -77,7 +132,7 @@ Row run_row(const sim::PlantedBug& info, const KillMatrixOptions& o,
   campaign.seed = 1;
   campaign.time_seconds = o.seconds_per_mutant;
   campaign.ops = o.ops;
-  campaign.deep_check_every = 1;
+  campaign.deep_check_every = o.deep_check_every;
   // The backend's planted bugs are fuzzed with the backend workload, the map's with the map's.
   campaign.workload = sim::find_workload(info.workload);
   COWSTATE_ASSERT(campaign.workload != nullptr, "REQUIRES", "a planted bug names a workload");
@@ -126,6 +181,10 @@ Row run_row(const sim::PlantedBug& info, const KillMatrixOptions& o,
   }
   mu::active() = mu::Mutant::none;
   if (row.hand_steps > 0 && row.shrunk_steps > 2 * row.hand_steps) row.ok = false;
+  if (!o.ctest_dir.empty()) {
+    row.suites = run_suites(info.name(), o.ctest_dir);
+    row.ok = row.ok && row.suites->ran;
+  }
   return row;
 }
 
@@ -142,6 +201,12 @@ void print_row(const sim::PlantedBug& info, const Row& row, bool json) {
                      {"shrunk_steps", row.shrunk_steps},
                      {"hand_steps", row.hand_steps},
                      {"negative", row.negative}};
+    if (row.suites) {
+      j["ctest"] = {{"ran", row.suites->ran},
+                    {"killed", row.suites->killed},
+                    {"seconds", row.suites->seconds},
+                    {"by", row.suites->by}};
+    }
     if (row.kill) {
       j["seed"] = row.kill->spec.seed;
       j["check"] = row.kill->result.check;
@@ -158,6 +223,10 @@ void print_row(const sim::PlantedBug& info, const Row& row, bool json) {
                      .c_str()
                : "-",
       row.shrunk_steps, row.hand_steps, ratio, row.negative.c_str());
+  if (row.suites) {
+    std::printf("%-33s ctest: %s %.1f s%s%s\n", "", row.suites->killed ? "killed" : "not killed",
+                row.suites->seconds, row.suites->by.empty() ? "" : " by ", row.suites->by.c_str());
+  }
 }
 #endif
 
@@ -207,11 +276,17 @@ std::string active_mutant_name() {
 }
 
 int run_kill_matrix(const KillMatrixOptions& o) {
+  if (o.list) {
+    for (const sim::PlantedBug& m : sim::kPlantedBugs) {
+      std::printf("%s %s %s %s\n", m.name(), m.workload, m.ttl ? "ttl" : "-", m.description);
+    }
+    return 0;
+  }
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
   bool ok = true;
   std::map<std::string, sim::Scenario> negatives;
   if (!o.negative_dir.empty()) negatives = negative_scenarios(o.negative_dir, &ok);
-  std::size_t killed = 0;
+  std::size_t killed = 0, suite_kills = 0;
   std::vector<double> kill_times;
   if (!o.json) {
     std::printf("%-33s %-6s %8s %6s  %-18s %6s %5s %6s  %s\n", "mutant", "killed", "time (s)",
@@ -224,6 +299,7 @@ int run_kill_matrix(const KillMatrixOptions& o) {
       ++killed;
       kill_times.push_back(row.seconds);
     }
+    if (row.suites && row.suites->killed) ++suite_kills;
     print_row(info, row, o.json);
   }
   const std::size_t total = std::size(sim::kPlantedBugs);
@@ -234,7 +310,11 @@ int run_kill_matrix(const KillMatrixOptions& o) {
       std::printf("; median time to kill %.3f s, worst %.3f s", kill_times[kill_times.size() / 2],
                   kill_times.back());
     }
-    std::printf("\n");
+    std::printf(" (deep checks every %u steps)\n", o.deep_check_every);
+    if (!o.ctest_dir.empty()) {
+      std::printf("killed by the tests labelled mutant-kill in %s: %zu of %zu\n",
+                  o.ctest_dir.c_str(), suite_kills, total);
+    }
     if (!o.negative_dir.empty()) {
       std::printf("negative scenarios (%s): %s; shrunk cases at most 2x the hand-minimized: %s\n",
                   o.negative_dir.c_str(),

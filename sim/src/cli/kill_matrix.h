@@ -1,8 +1,8 @@
 // The planted bugs from the CLI's side: switching one on for a run (`--mutant`), and the
 // kill matrix (`cowstate mutants`), which fuzzes every planted bug of the catalog
 // (impl/include/cowstate/hooks.h) and reports whether, how fast and by which check the
-// testbed killed it. Only a mutants build can switch a bug on; elsewhere each entry point
-// says so and the tool exits 2.
+// testbed killed it, and (with a build tree) whether the test suites kill it too. Only a mutants
+// build can switch a bug on; elsewhere each entry point says so and the tool exits 2.
 #pragma once
 
 #include <cstdint>
@@ -29,9 +29,15 @@ struct KillMatrixOptions {
   std::string negative_dir;  // hand-minimized negative scenarios to check and compare with
   std::string out_dir;       // where each kill's shrunk scenario is written
   double shrink_seconds = 10;
+  std::uint32_t deep_check_every = 1;  // the campaigns' deep-check cadence
+  // A build tree of the mutants preset whose tests labelled `mutant-kill` (the unit suites and
+  // the scenario files but the negative ones) run under each mutant: the ctest column.
+  std::string ctest_dir;
+  bool list = false;  // only list the catalog: name, workload, "ttl" or "-", description
 };
 
-// Exit 0 when every mutant is killed (and, with a negative directory, every negative
+// With options.list: prints the catalog, a line per planted bug, and returns 0 (any build).
+// Otherwise exit 0 when every mutant is killed (and, with a negative directory, every negative
 // scenario fails under its mutant only and no shrunk kill is over twice its size), else 1;
 // 2 in a build without mutants.
 int run_kill_matrix(const KillMatrixOptions& options);

@@ -345,7 +345,7 @@ int cmd_replay(const std::string& file, bool timing) {
 // run
 
 int cmd_run(const std::vector<std::string>& files, const std::string& mutant, bool full_trace,
-            bool timing) {
+            bool timing, std::uint64_t crash_states_max) {
   int result = 0;
   for (const std::string& file : files) {
     auto s = cowstate::cli::load_scenario(file, "cowstate run");
@@ -356,7 +356,7 @@ int cmd_run(const std::vector<std::string>& files, const std::string& mutant, bo
     if (!cowstate::cli::activate_mutant(mutant, *s)) return kExitUsage;
     set_crash_hint("while running " + pasteable(file));
     const auto start = std::chrono::steady_clock::now();
-    const RunResult r = run_scenario(*s, full_trace);
+    const RunResult r = run_scenario(*s, full_trace, {}, crash_states_max);
     cowstate::cli::deactivate_mutants();
     std::printf("%s %s: %zu steps", r.outcome == Outcome::pass ? "PASS" : "FAIL", file.c_str(),
                 s->step_count());
@@ -366,6 +366,12 @@ int cmd_run(const std::vector<std::string>& files, const std::string& mutant, bo
                 static_cast<unsigned long long>(r.stats.snapshots_checked),
                 static_cast<unsigned long long>(r.stats.entries_checked),
                 static_cast<unsigned long long>(r.stats.deep_checks));
+    if (crash_states_max != 0 && r.outcome == Outcome::pass) {
+      std::printf("  crash states: %llu restarts checked from %llu crash points%s\n",
+                  static_cast<unsigned long long>(r.stats.crash_states),
+                  static_cast<unsigned long long>(r.stats.crash_points),
+                  r.stats.crash_states == crash_states_max ? " (the limit: more remain)" : "");
+    }
     if (full_trace) {
       for (const std::string& line : r.trace) std::printf("    %s\n", line.c_str());
     }
@@ -664,12 +670,21 @@ void add_mutants(CLI::App& app, cowstate::cli::KillMatrixOptions& matrix) {
                  "seconds of fuzzing per mutant");
   unsigned_option(m, "--ops", matrix.ops, 1, 10000000, "writer operations per run");
   m->add_flag("--json", matrix.json, "one JSON line per mutant");
+  m->add_flag("--list", matrix.list,
+              "only list the catalog, a line each: name, workload, ttl or -, description (any "
+              "build)");
   m->add_option("--negative", matrix.negative_dir,
                 "directory of hand-minimized negative scenarios to check and compare with")
       ->check(CLI::ExistingDirectory);
   m->add_option("--out", matrix.out_dir, "directory for the shrunk scenario of each kill");
   seconds_option(m, "--shrink-seconds", matrix.shrink_seconds, 0, 86400,
                  "time to shrink each kill (0: no shrink)");
+  unsigned_option(m, "--deep-check-every", matrix.deep_check_every, 0, UINT32_MAX,
+                  "deep checks every N steps in the campaigns (0: never)");
+  m->add_option("--ctest", matrix.ctest_dir,
+                "a mutants build tree: also run its tests labelled mutant-kill under each "
+                "planted bug (COWSTATE_MUTANT) and report whether they kill it")
+      ->check(CLI::ExistingDirectory);
 }
 
 struct RunArgs {
@@ -677,6 +692,7 @@ struct RunArgs {
   std::string mutant;
   bool trace = false;
   bool timing = false;
+  std::uint64_t crash_states = 0;
 };
 
 void add_run(CLI::App& app, RunArgs& a) {
@@ -686,6 +702,11 @@ void add_run(CLI::App& app, RunArgs& a) {
                  "run under a planted bug (mutants build); `kills`: the one the file names");
   rn->add_flag("--trace", a.trace, "print every trace line (the same bytes in every build)");
   rn->add_flag("--timing", a.timing, "also print how long each file took");
+  cowstate::cli::unsigned_option(
+      rn, "--crash-states", a.crash_states, 1, std::uint64_t{1} << 40,
+      "then restart from every crash state of the run's simulated disk, at most N (every "
+      "prefix of its operations times every allowed subset of what was not durable) and "
+      "print the count (backend scenarios)");
 }
 
 void add_explore(CLI::App& app, ExploreArgs& a) {
@@ -773,7 +794,7 @@ int main(int argc, char** argv) {
   const auto got = [&app](const char* name) { return app.got_subcommand(name); };
   if (got("fuzz")) return cmd_fuzz(fuzz);
   if (got("replay")) return cmd_replay(replay.file, replay.timing);
-  if (got("run")) return cmd_run(run.files, run.mutant, run.trace, run.timing);
+  if (got("run")) return cmd_run(run.files, run.mutant, run.trace, run.timing, run.crash_states);
   if (got("explore")) return cmd_explore(explore);
   if (got("explain")) return cmd_explain(explain.file, explain.format, explain.out);
   if (got("mutants")) return cowstate::cli::run_kill_matrix(matrix);

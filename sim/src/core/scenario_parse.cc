@@ -47,8 +47,12 @@ const char* action_name(ActionKind kind) noexcept {
       return "restore";
     case ActionKind::fail:
       return "fail";
+    case ActionKind::write_fault:
+      return "lose";
     case ActionKind::advance:
       return "advance";
+    case ActionKind::land:
+      return "land";
     case ActionKind::cleanup:
       return "cleanup";
     case ActionKind::power_loss:
@@ -62,6 +66,7 @@ const char* op_word(OpKind kind) noexcept {
 }
 
 const char* action_name(const Action& a) noexcept {
+  if (a.kind == ActionKind::write_fault && a.x != 0) return "misdirect";
   return a.kind == ActionKind::map_op ? op_word(a.map_op) : action_name(a.kind);
 }
 
@@ -237,10 +242,11 @@ class Parser {
       in_.want_punct("=");
       if (!schedule_setting(key.text, c) && !map_setting(key.text, c) &&
           !backend_setting(key.text, c)) {
-        fail(key,
-             "a setting (capacity, min_capacity, max_capacity, hash, schedule, seed, strategy, "
-             "pct_depth, workload, max_parallelism, key_groups, ttl, ttl_update, "
-             "ttl_visibility, ttl_cleanup, ttl_key_switch, ttl_full_snapshot)");
+        fail(
+            key,
+            "a setting (capacity, min_capacity, max_capacity, hash, schedule, seed, strategy, "
+            "pct_depth, workload, max_parallelism, key_groups, ttl, ttl_update, "
+            "ttl_visibility, ttl_cleanup, ttl_key_switch, ttl_full_snapshot, async_io, io_buffer)");
       }
     }
     check_config(c);
@@ -312,6 +318,10 @@ class Parser {
       c.ttl_key_switch = in_.choice("'off' or 'on'", "off", "on");
     } else if (key == "ttl_full_snapshot") {
       c.ttl_full_snapshot = in_.choice("'off' or 'on'", "off", "on");
+    } else if (key == "async_io") {
+      c.async_io = in_.choice("'off' or 'on'", "off", "on");
+    } else if (key == "io_buffer") {
+      c.io_buffer_bytes = in_.positive("an async file buffer size in bytes", 1u << 20);
     } else {
       return false;
     }
@@ -321,6 +331,13 @@ class Parser {
   // The rules between settings of one config line.
   void check_config(const ScenarioConfig& c) {
     const ScenarioConfig d;
+    if (c.async_io && !language_.storage_faults) {
+      fail(in_.first(), "async_io in a workload with checkpoint storage",
+           "async_io in a " + c.workload.str() + " scenario");
+    }
+    if (c.io_buffer_bytes != d.io_buffer_bytes && !c.async_io) {
+      fail(in_.first(), "async_io=on with io_buffer", "io_buffer without async_io");
+    }
     const bool ttl_set = c.ttl_read_refresh != d.ttl_read_refresh ||
                          c.ttl_return_expired != d.ttl_return_expired ||
                          c.ttl_cleanup != d.ttl_cleanup || c.ttl_key_switch != d.ttl_key_switch ||
@@ -435,10 +452,16 @@ class Parser {
     if (task.text == "clock" && !clock) {
       fail(task, "a task: writer, releaser or a snapshot (a clock task needs config ttl=MS)");
     }
-    if (task.text != "writer" && task.text != "releaser" && !clock && !in_.started(task.text)) {
+    const bool io = task.text == "io" && scenario_.config.async_io;
+    if (task.text == "io" && !io) {
+      fail(task, "a task: writer, releaser or a snapshot (an io task needs config async_io=on)");
+    }
+    if (task.text != "writer" && task.text != "releaser" && !clock && !io &&
+        !in_.started(task.text)) {
       fail(task, std::string("a task: writer, releaser, ") +
                      (scenario_.config.ttl_ms != 0 ? "clock, " : "") +
-                     "or a snapshot started above (" + in_.started_list() + ")");
+                     (scenario_.config.async_io ? "io, " : "") + "or a snapshot started above (" +
+                     in_.started_list() + ")");
     }
     if (seen_statement_ == nullptr) seen_statement_ = "a step";
     for (;;) {
@@ -467,7 +490,8 @@ class Parser {
     const bool writer = s.task == "writer" && k != ActionKind::resume;
     if (writer ? !workload_->writer_action_traits(a).can_pause
                : k == ActionKind::cancel || k == ActionKind::keep || k == ActionKind::release ||
-                     k == ActionKind::fail || k == ActionKind::advance) {
+                     k == ActionKind::fail || k == ActionKind::write_fault ||
+                     k == ActionKind::advance || k == ActionKind::land) {
       fail(p, "end of line (`" + std::string(action_name(a)) + "` has no yield point)", "'pause'");
     }
     in_.want_keyword("at");
@@ -513,6 +537,10 @@ class Parser {
       if (verb.text != "advance") fail(verb, "a clock action (advance MS)");
       a.kind = ActionKind::advance;
       a.x = static_cast<std::int64_t>(in_.bounded("a time in ms", 0, ScenarioReader::kMaxTtl));
+    } else if (s.task == "io" && !in_.started(s.task)) {
+      if (verb.text != "land") fail(verb, "an io action (land CHECKPOINT)");
+      a.kind = ActionKind::land;
+      a.snapshot = in_.started_task("a checkpoint").text;
     } else {
       serializer_action(verb, a);
     }
@@ -541,7 +569,8 @@ class Parser {
     a.snapshot = in_.started_task("a snapshot").text;
   }
 
-  // `step N|all`, or `fail at write N` where storage faults exist.
+  // `step N|all`, or where storage faults exist `fail at write N`, `lose write N|manifest`,
+  // `misdirect write N|manifest to OFFSET`.
   void serializer_action(const ScenarioToken& verb, Action& a) {
     if (verb.text == "fail" && language_.storage_faults) {
       a.kind = ActionKind::fail;
@@ -552,9 +581,14 @@ class Parser {
       if (a.budget == 0) fail(t, "a file operation number N >= 1", "0");
       return;
     }
+    if ((verb.text == "lose" || verb.text == "misdirect") && language_.storage_faults) {
+      return write_fault(verb, a);
+    }
     if (verb.text != "step") {
       fail(verb, language_.storage_faults
-                     ? "a serializer action (step N, step all, fail at write N or continue)"
+                     ? "a serializer action (step N, step all, fail at write N, lose write N, "
+                       "lose manifest, misdirect write N to OFFSET, misdirect manifest to "
+                       "OFFSET or continue)"
                      : "a serializer action (step N, step all or continue)");
     }
     a.kind = ActionKind::step;
@@ -565,6 +599,26 @@ class Parser {
       const ScenarioToken t = in_.peek();
       a.budget = in_.number<std::uint32_t>("a number of entries or 'all'");
       if (a.budget == 0) fail(t, "a number of entries >= 1 or 'all'", "0");
+    }
+  }
+
+  // After `lose` or `misdirect`: which write, and for a misdirected one where it lands.
+  void write_fault(const ScenarioToken& verb, Action& a) {
+    a.kind = ActionKind::write_fault;
+    const ScenarioToken what = in_.want_word("'write' or 'manifest'");
+    if (what.text == "write") {
+      const ScenarioToken t = in_.peek();
+      a.budget = in_.number<std::uint32_t>("an append number N >= 1");
+      if (a.budget == 0) fail(t, "an append number N >= 1", "0");
+    } else if (what.text != "manifest") {
+      fail(what, "'write' or 'manifest'");
+    }
+    if (verb.text == "misdirect") {
+      in_.want_keyword("to");
+      const ScenarioToken t = in_.peek();
+      const auto offset = in_.number<std::uint64_t>("a byte offset");
+      if (offset >= (std::uint64_t{1} << 40)) fail(t, "a byte offset below 2^40");
+      a.x = static_cast<std::int64_t>(offset) + 1;
     }
   }
 

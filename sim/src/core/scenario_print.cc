@@ -38,6 +38,8 @@ std::string config_text(const ScenarioConfig& c) {
   }
   if (c.ttl_key_switch != d.ttl_key_switch) add("ttl_key_switch=on");
   if (c.ttl_full_snapshot != d.ttl_full_snapshot) add("ttl_full_snapshot=on");
+  if (c.async_io != d.async_io) add("async_io=on");
+  if (c.io_buffer_bytes != d.io_buffer_bytes) add("io_buffer=" + std::to_string(c.io_buffer_bytes));
   return out.empty() ? "" : "config" + out;
 }
 
@@ -88,6 +90,7 @@ std::string print_action(const StepLine& line, const Workload& workload) {
       case ActionKind::cancel:
       case ActionKind::keep:
       case ActionKind::release:
+      case ActionKind::land:
         out += " " + a.snapshot;
         break;
       case ActionKind::step:
@@ -95,6 +98,10 @@ std::string print_action(const StepLine& line, const Workload& workload) {
         break;
       case ActionKind::fail:
         out += " at write " + std::to_string(a.budget);
+        break;
+      case ActionKind::write_fault:
+        out += a.budget == 0 ? std::string(" manifest") : " write " + std::to_string(a.budget);
+        if (a.x != 0) out += " to " + std::to_string(a.x - 1);
         break;
       case ActionKind::advance:
         out += " " + std::to_string(a.x);

@@ -13,8 +13,10 @@
 namespace cowstate::sim {
 
 RunResult run_scenario(const Scenario& scenario, bool keep_trace,
-                       std::function<void(const StepView&)> on_step) {
+                       std::function<void(const StepView&)> on_step,
+                       std::uint64_t crash_states_max) {
   RunConfig config;
+  config.crash_states_max = crash_states_max;
   config.seed = scenario.config.seed;
   config.scenario = &scenario;
   config.keep_trace = keep_trace;
@@ -131,12 +133,13 @@ bool well_formed(const Scenario& s) {
       continue;
     }
     const StepLine& l = std::get<StepLine>(item);
-    if (l.task != "writer" && l.task != "releaser" && l.task != "clock" && !started.count(l.task)) {
+    if (l.task != "writer" && l.task != "releaser" && l.task != "clock" && l.task != "io" &&
+        !started.count(l.task)) {
       return false;
     }
     const ActionKind k = l.action.kind;
     if ((k == ActionKind::cancel || k == ActionKind::keep || k == ActionKind::release ||
-         traits_of(w, l).names_task) &&
+         k == ActionKind::land || traits_of(w, l).names_task) &&
         !started.count(l.action.snapshot)) {
       return false;
     }
@@ -567,6 +570,7 @@ class Shrinker {
     if (line.task == "writer" && a.kind != ActionKind::resume) return w.simpler_writer_actions(a);
     ActionVariants v(a);
     if (a.x != 0) v.add([](Action& b) { b.x = 0; });
+    if (a.kind == ActionKind::write_fault && a.budget > 1) v.add([](Action& b) { b.budget = 1; });
     if (a.kind == ActionKind::step && a.budget != 0) {
       v.add([](Action& b) { b.budget = 0; });
       if (a.budget > 1) v.add([](Action& b) { b.budget /= 2; });

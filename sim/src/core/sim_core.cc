@@ -200,13 +200,16 @@ void SimCore::run_caught() {
 void SimCore::run_to_end() {
   start();
   run_schedule();
-  if (scenario_ == nullptr || result_.outcome != Outcome::pass || result_.abandoned) return;
-  after_step_checks();
-  if (!fixed_schedule()) {
-    for (const ScenarioItem& item : scenario_->items) {
-      if (const auto* e = expectation_of(item)) check_expectation(*e);
+  if (result_.outcome != Outcome::pass || result_.abandoned) return;
+  if (scenario_ != nullptr) {
+    after_step_checks();
+    if (!fixed_schedule()) {
+      for (const ScenarioItem& item : scenario_->items) {
+        if (const auto* e = expectation_of(item)) check_expectation(*e);
+      }
     }
   }
+  after_run();
 }
 
 void SimCore::apply_expected_failure() {

@@ -96,7 +96,7 @@ inline std::string directions(
   return out;
 }
 
-enum class TaskKind : std::uint8_t { writer, serializer, releaser, clock };
+enum class TaskKind : std::uint8_t { writer, serializer, releaser, clock, io };
 
 struct Task {
   std::uint32_t id = 0;
@@ -192,6 +192,9 @@ class SimCore {
   virtual std::uint64_t digest() const = 0;
   // A production assertion fired: the structures it guarded may be broken.
   virtual void on_assertion() {}
+  // After a run whose steps all passed (expectations included): checks that need the whole
+  // run, such as RunConfig::crash_states_max.
+  virtual void after_run() {}
 
   // --- tasks ---
   Task& spawn(std::string name, std::string script_name, TaskKind kind, std::uint32_t weight,

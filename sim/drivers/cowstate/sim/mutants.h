@@ -79,6 +79,8 @@ inline constexpr PlantedBug kPlantedBugs[] = {
      "restore reads a header without checking its checksum"},
     {mutants::Mutant::prune_removes_needed_file, "backend", false,
      "pruning also removes the data file of the oldest checkpoint it keeps"},
+    {mutants::Mutant::read_ignores_file_checksum, "backend", false,
+     "the storage's read checks a data file's size against its manifest, not its checksum"},
 };
 constexpr bool in_enum_order() noexcept {
   for (std::size_t i = 0; i < std::size(kPlantedBugs); ++i) {

@@ -35,6 +35,15 @@ struct BackendWorkloadOptions {
   // a case file written without them replays as it was recorded.
   std::uint32_t power_loss_percent = 0;
   std::uint32_t read_fault_percent = 0;
+  // Chance a serializer that arms no I/O error arms a write fault instead (simulated disk
+  // only): one of its data file's next appends, or its manifest's, lost or misdirected.
+  // Off unless set (or drawn by swarm), like the two above.
+  std::uint32_t write_fault_percent = 0;
+  // 1: data files are written through async files whose queued buffers (io_buffer_bytes
+  // each) land when an io task says (ManualIo), so completions are delayed and reordered
+  // across files and errors surface at a later call; 0: every append lands at once.
+  std::uint32_t async_io = 0;
+  std::uint32_t io_buffer_bytes = 64;
   std::uint32_t deep_check_every = 1;  // full compares with the model; 0 = never
   // State TTL of the count, events and attrs states (ScenarioConfig has the same settings);
   // ttl_ms 0 = none. With a TTL a clock task advances logical time, often landing exactly

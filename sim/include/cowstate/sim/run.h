@@ -98,6 +98,10 @@ struct RunConfig {
   // its capacities come from its config (`config workload=NAME`). Not owned.
   const Scenario* scenario = nullptr;
   bool record = false;  // record every task's actions and every step (for to_scenario)
+  // At the end of a passing run, restart from every crash state of the run's disk (every
+  // prefix of its operations since the last power loss times every allowed subset of what
+  // was not durable), at most this many (0: none). Workloads without a disk refuse it.
+  std::uint64_t crash_states_max = 0;
   std::function<void(const StepView&)> on_step;  // sees every step (the map: with its layout)
 
   // The workload this run is: the scenario's, or `workload`.
@@ -123,7 +127,9 @@ struct RunStats {
   std::uint64_t snapshots_checked = 0;  // serialized, restored and compared in full
   std::uint64_t entries_checked = 0;
   std::uint64_t deep_checks = 0;
-  std::uint64_t yields = 0;  // yield points taken inside production code
+  std::uint64_t yields = 0;        // yield points taken inside production code
+  std::uint64_t crash_states = 0;  // restarts checked from enumerated crash states
+  std::uint64_t crash_points = 0;  // the prefixes of disk operations they came from
 
   // Adds another run's (or shard's) counts: a campaign's totals.
   RunStats& operator+=(const RunStats& o) {
@@ -134,6 +140,8 @@ struct RunStats {
     entries_checked += o.entries_checked;
     deep_checks += o.deep_checks;
     yields += o.yields;
+    crash_states += o.crash_states;
+    crash_points += o.crash_points;
     return *this;
   }
 };

@@ -146,8 +146,15 @@ enum class ActionKind : std::uint8_t {
   restore,     // restore a complete checkpoint into fresh backends and compare
   // backend workload, serializer: arm an I/O error at the N-th file operation from now
   fail,
+  // backend workload, serializer: the N-th append (budget, from 1) to its data file from now,
+  // or (budget 0) its manifest's, is acknowledged but lost (x = 0) or lands at byte x - 1 of
+  // the file instead of its end (`lose write 2`, `misdirect manifest to 8`)
+  write_fault,
   // backend workload with TTL, clock: move logical time forward by N ms (`advance N`)
   advance,
+  // backend workload with async_io, io: the oldest queued buffer of checkpoint `snapshot`'s
+  // data file lands on the disk (`land c1`)
+  land,
   // backend workload with TTL, writer: incremental cleanup of N entries of a state
   // (`cleanup s=events n=8`)
   cleanup,
@@ -462,6 +469,10 @@ struct ScenarioConfig {
   std::uint32_t ttl_cleanup = 5;    // incremental cleanup size; 0 = none (ttl_cleanup=none)
   bool ttl_key_switch = false;      // ttl_key_switch=on: incremental cleanup on key switches
   bool ttl_full_snapshot = false;   // ttl_full_snapshot=on: full-snapshot cleanup
+  // async_io=on: checkpoints' data files are written through async files whose queued
+  // buffers land when an `io` task says (cowstate/async_file.h, ManualIo)
+  bool async_io = false;
+  std::uint32_t io_buffer_bytes = 64;  // io_buffer=BYTES: their buffers' size
   bool operator==(const ScenarioConfig&) const = default;
 };
 

@@ -34,9 +34,11 @@
 
 namespace cowstate::sim {
 
-// Runs a scenario: fixed schedules as written, free ones under their strategy and seed.
+// Runs a scenario: fixed schedules as written, free ones under their strategy and seed; with
+// `crash_states_max`, then restarts from the crash states of its disk (RunConfig).
 RunResult run_scenario(const Scenario& scenario, bool keep_trace = false,
-                       std::function<void(const StepView&)> on_step = {});
+                       std::function<void(const StepView&)> on_step = {},
+                       std::uint64_t crash_states_max = 0);
 
 // The fixed-schedule scenario that replays `recorded` (run with RunConfig::record); nullopt
 // when the run stopped before any task took a step (its setup failed).
