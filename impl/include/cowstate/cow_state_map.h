@@ -665,7 +665,7 @@ template <class K, class N, class S, class H>
 void CowStateMap<K, N, S, H>::free_state(S* state) {
   COWSTATE_ASSERT(state != nullptr, "I11", "freeing a null state");
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
-  if (mutants::active() != mutants::Mutant::none) {
+  if (!mutants::keeps_map_memory_rules()) {
     if constexpr (std::is_default_constructible_v<S>) *state = S{};
     quarantined_states_.push_back(state);
     return;

@@ -125,6 +125,37 @@ inline Mutant& active() noexcept {
   static Mutant m = mutant_from_environment();
   return m;
 }
+// Whether the active planted bug leaves the map's memory rules alone (checkpoint files,
+// storage, restore, TTL decisions): then freed states go back to their pool as in a normal
+// build. Under any other, a map quarantines freed states so that a snapshot reading one reads
+// an empty state instead of freed memory; a planted bug added later is quarantined too.
+inline bool keeps_map_memory_rules() noexcept {
+  switch (active()) {
+    case Mutant::none:
+    case Mutant::reader_drops_last_entry:
+    case Mutant::restore_global_state_ids:
+    case Mutant::snapshot_not_released_on_failure:
+    case Mutant::key_group_wrong_hash:
+    case Mutant::restore_keeps_out_of_range:
+    case Mutant::commit_ignores_cancel:
+    case Mutant::ttl_boundary_lt:
+    case Mutant::ttl_full_snapshot_at_start:
+    case Mutant::ttl_read_no_refresh:
+    case Mutant::ttl_empty_list_kept:
+    case Mutant::load_drops_chain_tail:
+    case Mutant::rename_before_data_sync:
+    case Mutant::no_dir_sync_after_rename:
+    case Mutant::manifest_before_data_durable:
+    case Mutant::restore_ignores_block_checksum:
+    case Mutant::latest_skips_newer_complete:
+    case Mutant::torn_header_accepted:
+    case Mutant::prune_removes_needed_file:
+    case Mutant::read_ignores_file_checksum:
+      return true;
+    default:
+      return false;
+  }
+}
 }  // namespace cowstate::mutants
 #define COWSTATE_MUTANT(name) (::cowstate::mutants::active() == ::cowstate::mutants::Mutant::name)
 #else

@@ -124,6 +124,19 @@ struct Row {
   bool ok = true;
 };
 
+// The kill replayed with deep checks at every step, when it still fails that way: sampled
+// checks find a bug late, and shrinking would keep every step up to the sampled check.
+FinishedRun with_every_step_checked(FinishedRun kill) {
+  if (kill.spec.options->deep_check_every() == 1) return kill;
+  CaseSpec dense = kill.spec;
+  dense.options = dense.options->with_deep_check_every(1);
+  RunResult result = sim::run_case(dense);
+  if (result.outcome != kill.result.outcome) return kill;
+  kill.spec = std::move(dense);
+  kill.result = std::move(result);
+  return kill;
+}
+
 Row run_row(const sim::PlantedBug& info, const KillMatrixOptions& o,
             const std::map<std::string, sim::Scenario>& negatives) {
   Row row;
@@ -146,6 +159,7 @@ Row run_row(const sim::PlantedBug& info, const KillMatrixOptions& o,
   row.runs = s.runs;
   row.kill = s.first_failure;
   if (row.kill) row.kill->spec.mutant = info.name();
+  if (row.kill) row.kill = with_every_step_checked(std::move(*row.kill));
   if (row.kill && o.shrink_seconds > 0) {
     set_crash_hint("while shrinking the kill " + under + " (" + replay_command(row.kill->spec, "") +
                    ")");
@@ -282,6 +296,15 @@ int run_kill_matrix(const KillMatrixOptions& o) {
     }
     return 0;
   }
+  for (const std::string& name : o.only) {
+    const auto named = [&name](const sim::PlantedBug& m) { return name == m.name(); };
+    if (std::none_of(std::begin(sim::kPlantedBugs), std::end(sim::kPlantedBugs), named)) {
+      std::fprintf(stderr,
+                   "cowstate mutants: --only %s: no planted bug of that name (see --list)\n",
+                   name.c_str());
+      return kExitUsage;
+    }
+  }
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
   bool ok = true;
   std::map<std::string, sim::Scenario> negatives;
@@ -292,7 +315,12 @@ int run_kill_matrix(const KillMatrixOptions& o) {
     std::printf("%-33s %-6s %8s %6s  %-18s %6s %5s %6s  %s\n", "mutant", "killed", "time (s)",
                 "seed", "caught by", "shrunk", "hand", "ratio", "negative scenario");
   }
+  std::size_t total = 0;
   for (const sim::PlantedBug& info : sim::kPlantedBugs) {
+    if (!o.only.empty() && std::find(o.only.begin(), o.only.end(), info.name()) == o.only.end()) {
+      continue;
+    }
+    ++total;
     const Row row = run_row(info, o, negatives);
     ok = ok && row.ok;
     if (row.kill) {
@@ -302,7 +330,6 @@ int run_kill_matrix(const KillMatrixOptions& o) {
     if (row.suites && row.suites->killed) ++suite_kills;
     print_row(info, row, o.json);
   }
-  const std::size_t total = std::size(sim::kPlantedBugs);
   std::sort(kill_times.begin(), kill_times.end());
   if (!o.json) {
     std::printf("killed %zu of %zu", killed, total);

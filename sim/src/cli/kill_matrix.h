@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cowstate/sim/scenario.h"
 
@@ -34,6 +35,7 @@ struct KillMatrixOptions {
   // the scenario files but the negative ones) run under each mutant: the ctest column.
   std::string ctest_dir;
   bool list = false;  // only list the catalog: name, workload, "ttl" or "-", description
+  std::vector<std::string> only;  // the planted bugs to run; empty: all of them
 };
 
 // With options.list: prints the catalog, a line per planted bug, and returns 0 (any build).

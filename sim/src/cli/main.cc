@@ -681,6 +681,8 @@ void add_mutants(CLI::App& app, cowstate::cli::KillMatrixOptions& matrix) {
                  "time to shrink each kill (0: no shrink)");
   unsigned_option(m, "--deep-check-every", matrix.deep_check_every, 0, UINT32_MAX,
                   "deep checks every N steps in the campaigns (0: never)");
+  m->add_option("--only", matrix.only, "run only these planted bugs (NAME,NAME or repeated)")
+      ->delimiter(',');
   m->add_option("--ctest", matrix.ctest_dir,
                 "a mutants build tree: also run its tests labelled mutant-kill under each "
                 "planted bug (COWSTATE_MUTANT) and report whether they kill it")

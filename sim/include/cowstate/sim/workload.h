@@ -57,6 +57,8 @@ class WorkloadOptions {
   // One `key=value ...` line; parse_options() of the same workload reads it back.
   virtual std::string to_string() const = 0;
   virtual std::unique_ptr<WorkloadOptions> clone() const = 0;
+  // The same options with deep checks every `every` steps (0: never).
+  virtual std::unique_ptr<WorkloadOptions> with_deep_check_every(std::uint32_t every) const = 0;
   virtual bool same_as(const WorkloadOptions& other) const = 0;
 };
 
@@ -71,6 +73,11 @@ class TypedOptions final : public WorkloadOptions {
   std::string to_string() const override { return options_.to_string(); }
   std::unique_ptr<WorkloadOptions> clone() const override {
     return std::make_unique<TypedOptions>(options_);
+  }
+  std::unique_ptr<WorkloadOptions> with_deep_check_every(std::uint32_t every) const override {
+    O o = options_;
+    o.deep_check_every = every;
+    return std::make_unique<TypedOptions>(std::move(o));
   }
   bool same_as(const WorkloadOptions& other) const override {
     const auto* o = dynamic_cast<const TypedOptions*>(&other);
