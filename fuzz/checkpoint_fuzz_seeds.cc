@@ -3,6 +3,8 @@
 // and large (many entries and blocks of several KiB per key group), and of a part of the
 // key-group range, each naming in its checkpoint id the backend it was made from (the
 // target's data oracle). Generated from code at every run, never downloaded.
+// With a second argument, also a checkpoint storage directory there holding checkpoints 1-3
+// (the CLI tests of `cowstate checkpoint` read it).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -12,10 +14,32 @@
 #include <vector>
 
 #include "checkpoint_fuzz_backend.h"
+#include "cowstate/checkpoint_storage.h"
+
+// Checkpoints 1-3 of a growing backend, committed to a storage in `dir`.
+bool write_storage(const std::string& dir) {
+  cowstate::StorageOptions options;
+  options.io_thread = false;
+  auto storage = cowstate::CheckpointStorage::open(dir, cowstate::posix_file_system(), options);
+  cowstate_fuzz::FuzzBackend b;
+  for (std::uint64_t id = 1; storage.ok() && id <= 3; ++id) {
+    b.populate(10 * id, id);
+    auto pending = (*storage)->begin(id);
+    if (!pending.ok()) break;
+    cowstate::CheckpointWriter w(b.backend.snapshot(id), pending->get(),
+                                 {cowstate::Compression::lz4, 1});
+    while (!w.step(32)) {
+    }
+    if (w.failed() || !(*pending)->commit().ok()) break;
+    if (id == 3) return true;
+  }
+  std::fprintf(stderr, "checkpoint_fuzz_seeds: cannot write checkpoints to %s\n", dir.c_str());
+  return false;
+}
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: checkpoint_fuzz_seeds DIR\n");
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: checkpoint_fuzz_seeds DIR [STORAGE_DIR]\n");
     return 2;
   }
   const std::string dir = argv[1];
@@ -47,5 +71,6 @@ int main(int argc, char** argv) {
   }
   seed("part.cscp", {30, 1, 2, 5}, cowstate::Compression::lz4);
   std::printf("checkpoint_fuzz_seeds: %d seeds in %s\n", written, dir.c_str());
+  if (argc == 3 && !write_storage(argv[2])) return 1;
   return 0;
 }

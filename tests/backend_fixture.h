@@ -3,6 +3,7 @@
 // writing in steps, and temporary directories.
 #pragma once
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstddef>
 #include <cstdint>
@@ -187,6 +188,16 @@ inline Image restore_image(const Bytes& file, KeyGroupRange range = KeyGroupRang
   REQUIRE(st.ok());
   REQUIRE(r.check_invariants());
   return image(rs);
+}
+
+// The names of the files in `dir`, sorted.
+inline std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 // A fresh directory under the system's temporary directory, removed on destruction.

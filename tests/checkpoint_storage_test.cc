@@ -54,15 +54,6 @@ Image restored_image(CheckpointStorage& storage, std::uint64_t id) {
   return restore_image(*bytes);
 }
 
-std::vector<std::string> files_in(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    names.push_back(e.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 }  // namespace
 
 TEST_CASE("a committed checkpoint is complete, the latest, and reads back exactly", "[storage]") {

@@ -614,7 +614,7 @@ TEST_CASE("every keyed operation, reads included, moves at least four entries of
   CHECK(m.check_invariants());
 }
 
-TEST_CASE("a snapshot taken mid-rehash flattens both tables and sees every entry once",
+TEST_CASE("a snapshot taken mid-rehash keeps both directories and sees every entry once",
           "[map][cow][rehash]") {
   IntMap m(kFour);
   std::map<std::pair<std::uint64_t, std::int32_t>, std::int64_t> expected;
@@ -623,7 +623,8 @@ TEST_CASE("a snapshot taken mid-rehash flattens both tables and sees every entry
     expected[{k, 0}] = static_cast<std::int64_t>(k);
     if (!m.rehashing() || CowStateMapAccess::rehash_index(m) == 0) continue;
     auto s = m.snapshot();
-    CHECK(CowStateMapAccess::head_array_length(s) >= m.size());
+    CHECK(CowStateMapAccess::snapshot_bucket_span(s) ==
+          m.capacity() + CowStateMapAccess::rehash_index(m));
     CHECK(contents<IntMap>(s) == expected);
     m.put(k, 0, -1);  // a write while the snapshot is live
     CHECK(contents<IntMap>(s) == expected);
@@ -709,7 +710,7 @@ TEST_CASE("at maximum capacity chains grow longer than the bucket count", "[map]
   CHECK_FALSE(m.rehashing());
   CHECK(CowStateMapAccess::chain(m, 0, 0).size() == 16);
   auto s = m.snapshot();
-  CHECK(CowStateMapAccess::head_array_length(s) >= 64);  // I9: at least the size
+  CHECK(CowStateMapAccess::snapshot_bucket_span(s) == 4);  // I9: every bucket, 16 a chain
   for (std::uint64_t k = 0; k < 64; k += 3) m.remove(k, 0);
   CHECK(contents<IntMap>(s).size() == 64);
   CHECK(m.size() == 42);
@@ -844,19 +845,19 @@ TEST_CASE("entries of word-sized keys keep no hash and an empty namespace takes 
         56);
 }
 
-TEST_CASE("the snapshot head array copies the heads and is at least the size", "[map][cow]") {
+TEST_CASE("a snapshot covers every bucket and keeps the heads of its start", "[map][cow]") {
   IntMap m(kFour);
   auto s0 = m.snapshot();
   CHECK(s0.size() == 0);
-  CHECK(CowStateMapAccess::head_array_length(s0) == 4);
+  CHECK(CowStateMapAccess::snapshot_bucket_span(s0) == 4);
   s0.release();
   for (std::uint64_t k = 0; k < 3; ++k) m.put(k, 0, 1);
   auto s = m.snapshot();
   CHECK(s.size() == 3);
   CHECK(s.version() == 2);
-  CHECK(CowStateMapAccess::head_array_length(s) >= s.size());
+  CHECK(CowStateMapAccess::snapshot_bucket_span(s) == m.capacity());
   // New heads after the snapshot (fresh entries at the head of each bucket) stay invisible:
-  // the snapshot holds its own copy of the heads.
+  // the writer copies a head segment the snapshot shares before it writes into it.
   for (std::uint64_t k = 4; k < 8; ++k) m.put(k, 0, 2);
   CHECK(contents<IntMap>(s) ==
         decltype(contents<IntMap>(s)){{{0, 0}, 1}, {{1, 0}, 1}, {{2, 0}, 1}});
@@ -894,36 +895,47 @@ TEST_CASE("a scan of boxed states visits each of the snapshot's entries once, at
 }
 
 TEST_CASE(
-    "a released snapshot's head array is kept, counted, and written over by the next "
-    "snapshot, which sees its own version",
+    "a snapshot start copies no segment, and the first write into a segment copies it once, "
+    "counts the original as retired and frees it at release",
     "[map][cow][memory]") {
   IntMap m;
   for (std::uint64_t k = 0; k < 1000; ++k) m.put(k, 0, 1);
   while (m.rehashing()) (void)m.get(0, 0);  // the capacity stays put from here on
+  using A = CowStateMapAccess;
+  const std::size_t segments = A::segment_births(m, 0).size();
+  REQUIRE(segments == 4);  // a quarter of 2048 buckets each
   const std::size_t before = m.memory_bytes();
+  const auto live_before = m.segment_bytes().live;
+  CHECK(m.segment_bytes().retired == 0);
   auto s1 = m.snapshot();
-  const std::uint32_t* array = CowStateMapAccess::head_array_data(s1);
-  const std::size_t length = CowStateMapAccess::head_array_length(s1);
-  REQUIRE(length >= 1000);
-  CHECK(m.memory_bytes() == before);  // a live snapshot's array is the snapshot's
-  s1.release();
-  CHECK(m.memory_bytes() >= before + length * sizeof(std::uint32_t));  // kept by the map
-  // Different contents, different heads: removed keys, new keys, changed values.
-  for (std::uint64_t k = 0; k < 1000; k += 3) m.remove(k, 0);
-  for (std::uint64_t k = 1000; k < 1200; ++k) m.put(k, 0, 2);
-  for (std::uint64_t k = 1; k < 1000; k += 3) m.put(k, 0, 3);
-  REQUIRE_FALSE(m.rehashing());
+  CHECK(m.memory_bytes() == before);  // nothing copied at the start
+  for (std::size_t g = 0; g < segments; ++g) CHECK(A::shares_segment(s1, m, 0, g));
   std::map<std::pair<std::uint64_t, std::int32_t>, std::int64_t> expected;
   m.for_each([&](std::uint64_t k, std::int32_t n, std::int64_t v) { expected[{k, n}] = v; });
-  const std::size_t with_spare = m.memory_bytes();
-  auto s2 = m.snapshot();
-  CHECK(CowStateMapAccess::head_array_data(s2) == array);                  // no new allocation
-  CHECK(m.memory_bytes() == with_spare - length * sizeof(std::uint32_t));  // the snapshot's now
-  for (std::uint64_t k = 0; k < 1200; ++k) m.put(k, 0, 4);  // after s2: invisible to it
-  CHECK(contents<IntMap>(s2) == expected);
+  // A new key at the head of a bucket: its head segment and the live-slot segment are
+  // copied, the originals retired for s1.
+  m.put(5000, 0, 2);
+  std::size_t copied = 0;
+  for (std::size_t g = 0; g < segments; ++g) copied += A::shares_segment(s1, m, 0, g) ? 0u : 1u;
+  CHECK(copied == 1);
+  CHECK(A::retired_segments(m) == 2);
+  CHECK(m.segment_bytes().live == live_before);
+  CHECK(m.segment_bytes().retired > 0);
+  // Every further write lands in segments the writer owns or copies once. The identity
+  // hash puts keys 0..999 into buckets 0..999, segments 0 and 1; 2 and 3 stay shared.
+  for (std::uint64_t k = 0; k < 1000; ++k) m.put(k, 0, 3);
+  CHECK(A::retired_segments(m) == 3);
+  CHECK_FALSE(A::shares_segment(s1, m, 0, 0));
+  CHECK_FALSE(A::shares_segment(s1, m, 0, 1));
+  CHECK(A::shares_segment(s1, m, 0, 2));
+  CHECK(A::shares_segment(s1, m, 0, 3));
+  CHECK(contents<IntMap>(s1) == expected);
   CHECK(m.check_invariants());
-  s2.release();
+  s1.release();
   CHECK(m.retired_count() == 0);
+  CHECK(m.segment_bytes().retired == 0);
+  CHECK(A::retired_segments(m) == 0);
+  CHECK(m.check_invariants());
 }
 
 namespace {

@@ -18,15 +18,6 @@ namespace {
 
 using detail::hex64;
 
-// A block's raw bytes: the file itself when it is uncompressed, so offsets are absolute,
-// or the decompressed block. `where` prefixes every error found inside it.
-struct RawBlock {
-  std::span<const std::byte> bytes;
-  std::size_t begin = 0;
-  std::size_t end = 0;
-  std::string where;
-};
-
 Status check_block_checksum(const CheckpointInput& input, const CheckpointBlockInfo& b,
                             std::span<const std::byte> stored) {
   const std::uint64_t computed = checksum64(stored);
@@ -142,19 +133,27 @@ Status read_sections(ByteReader& r, std::size_t begin, const CheckpointHeader& h
 
 }  // namespace
 
+Status open_block(const CheckpointInput& input, const CheckpointBlockInfo& b, bool verify_checksum,
+                  BlockScratch& scratch, RawBlock& raw) {
+  COWSTATE_ASSERT(b.offset + b.stored <= input.bytes.size(), "REQUIRES",
+                  "a block inside its file (read_checkpoint_layout checked the tiling)");
+  const auto stored =
+      input.bytes.subspan(static_cast<std::size_t>(b.offset), static_cast<std::size_t>(b.stored));
+  if (verify_checksum) {
+    if (Status st = check_block_checksum(input, b, stored); !st.ok()) return st;
+  }
+  return raw_block(input, b, stored, scratch, raw);
+}
+
 Status read_block(const CheckpointInput& input, const CheckpointHeader& h,
                   const CheckpointBlockInfo& b, const RestoreOptions& options,
                   const std::vector<std::unique_ptr<StateTableBase>>& tables,
                   const std::vector<std::size_t>& table_of_state, BlockScratch& scratch) {
   COWSTATE_ASSERT(table_of_state.size() == h.states.size(), "REQUIRES",
                   "a table for every state of the file");
-  const auto stored =
-      input.bytes.subspan(static_cast<std::size_t>(b.offset), static_cast<std::size_t>(b.stored));
-  if (options.verify_checksums && !COWSTATE_MUTANT(restore_ignores_block_checksum)) {
-    if (Status st = check_block_checksum(input, b, stored); !st.ok()) return st;
-  }
   RawBlock raw;
-  if (Status st = raw_block(input, b, stored, scratch, raw); !st.ok()) return st;
+  const bool verify = options.verify_checksums && !COWSTATE_MUTANT(restore_ignores_block_checksum);
+  if (Status st = open_block(input, b, verify, scratch, raw); !st.ok()) return st;
   ByteReader r(raw.bytes);
   r.seek(raw.begin);
   r.set_limit(raw.end);

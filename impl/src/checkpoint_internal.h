@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,20 @@ struct BlockScratch {
   std::vector<std::byte> raw;  // a decompressed block
   std::unique_ptr<ZSTD_DCtx, ZstdDCtxFree> zstd;
 };
+
+// A block's raw bytes: the file itself when it is uncompressed, so offsets are absolute,
+// or the decompressed block. `where` prefixes every error found inside it.
+struct RawBlock {
+  std::span<const std::byte> bytes;
+  std::size_t begin = 0;
+  std::size_t end = 0;
+  std::string where;
+};
+
+// Checks block `b`'s checksum (when `verify_checksum`) and gives its raw bytes in `raw`,
+// decompressed into `scratch` if need be. REQUIRES: `b` comes from a validated layout.
+Status open_block(const CheckpointInput& input, const CheckpointBlockInfo& b, bool verify_checksum,
+                  BlockScratch& scratch, RawBlock& raw);
 
 // Reads block `b` of `input` (its checksum when `options` verify it, its decompression and
 // its sections) into `tables`: state i of the file goes to tables[table_of_state[i]].

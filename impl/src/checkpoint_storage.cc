@@ -195,6 +195,17 @@ Result<std::unique_ptr<CheckpointStorage>> CheckpointStorage::open(std::string d
   return Result<std::unique_ptr<CheckpointStorage>>(std::move(s));
 }
 
+Result<std::unique_ptr<CheckpointStorage>> CheckpointStorage::open_read_only(std::string dir,
+                                                                             FileSystem& fs) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  if (Result<std::vector<std::string>> names = fs.list_dir(dir); !names.ok()) {
+    return names.status();
+  }
+  std::unique_ptr<CheckpointStorage> s(new CheckpointStorage(std::move(dir), fs, StorageOptions{}));
+  s->read_only_ = true;
+  return Result<std::unique_ptr<CheckpointStorage>>(std::move(s));
+}
+
 Status CheckpointStorage::clean() {
   Result<std::vector<std::string>> names = fs_->list_dir(dir_);
   if (!names.ok()) return names.status();
@@ -264,7 +275,7 @@ Result<std::optional<std::uint64_t>> CheckpointStorage::latest() {
   return Result<std::optional<std::uint64_t>>(newest);
 }
 
-Result<CheckpointStorage::Manifest> CheckpointStorage::read_manifest(std::uint64_t id) {
+Result<CheckpointManifest> CheckpointStorage::read_manifest(std::uint64_t id) {
   const std::string path = manifest_path(id);
   Result<std::vector<std::byte>> bytes = fs_->read_file(path);
   if (!bytes.ok()) return bytes.status();
@@ -327,6 +338,7 @@ Result<std::vector<std::byte>> CheckpointStorage::read(std::uint64_t id) {
 
 Result<std::unique_ptr<PendingCheckpoint>> CheckpointStorage::begin(std::uint64_t id) {
   COWSTATE_ASSERT(id > 0, "REQUIRES", "checkpoint ids start at 1");
+  if (read_only_) return Status::error(dir_ + ": opened read-only: no checkpoint can begin");
   Result<CheckpointScan> found = scan();
   if (!found.ok()) return found.status();
   if (!found->complete.empty() && id <= found->complete.back()) {

@@ -165,6 +165,13 @@ std::vector<BackendSnapshot::Section>& BackendSnapshot::key_group(std::int32_t k
   return key_groups_[static_cast<std::size_t>(key_group - header_.range.start())];
 }
 
+const std::vector<BackendSnapshot::Section>& BackendSnapshot::key_group(
+    std::int32_t key_group) const {
+  COWSTATE_ASSERT(header_.range.contains(key_group), "B1",
+                  "key group outside the snapshot's range");
+  return key_groups_[static_cast<std::size_t>(key_group - header_.range.start())];
+}
+
 std::size_t BackendSnapshot::live_key_groups() const noexcept {
   std::size_t n = 0;
   for (const auto& sections : key_groups_) {

@@ -73,11 +73,16 @@ expect_exit 2 "p.scenario:5:25: expected a key-group range FIRST-LAST below max_
 printf 'config workload=backend\nwriter: list s=events k=2 add 1\nexpect live s=events = {2:[2]}\n' >"$work/l.scenario"
 expect_exit 1 "live events is \{2:\[1\]\}, expected \{2:\[2\]\}" -- "$cowstate" run "$work/l.scenario"
 
-# Scenario runs: a backend file passes; explain narrates map scenarios and says why not others.
+# Scenario runs: a backend file passes; explain narrates map and backend scenarios.
 printf 'config workload=backend\nwriter: value s=count k=1 update 5\n' >"$work/b.scenario"
 expect_exit 0 "^PASS .*b.scenario: 1 steps; " -- "$cowstate" run "$work/b.scenario"
 expect_exit 0 "^PASS .*b.scenario: 1 steps in [0-9.]+ ms; " -- "$cowstate" run --timing "$work/b.scenario"
-expect_exit 2 "narrates map scenarios only" -- "$cowstate" explain "$work/b.scenario"
+expect_exit 0 "The writer switches the current key to 1 \(key group [0-9]+\), then runs \`update 5\` on state count" -- "$cowstate" explain "$work/b.scenario"
+expect_exit 0 "wrote $work/b.html" -- "$cowstate" explain "$work/b.scenario" --format html --out "$work/b.html"
+check "explain --format html embeds the model and fetches nothing" \
+  bash -c "grep -q '\"workload\":\"backend\"' '$work/b.html' && ! grep -qiE '(src|href)=\"(https?:)?//' '$work/b.html'"
+check "explain --format json is the model, one step" \
+  bash -c "'$cowstate' explain '$work/b.scenario' --format json | jq -e '.steps | length == 1'"
 printf 'config capacity=4 hash=identity\nwriter: put k=1 v=10 ; put k=5 v=50\nwriter: snapshot s1\nwriter: put k=1 v=11\n' >"$work/chain.scenario"
 expect_exit 0 "k5: copied because entry_version 0 < H=1 \(snapshot s1 may see it\)" -- "$cowstate" explain "$work/chain.scenario"
 expect_exit 0 "wrote 5 graphs to $work/dot/" -- "$cowstate" explain "$work/chain.scenario" --format dot --out "$work/dot"

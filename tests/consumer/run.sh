@@ -7,6 +7,8 @@
 # The main build tree is only read (cmake --install), never reconfigured.
 # With COWSTATE_CONSUMER_CHECK_HEADERS=1 in the environment (CTest test
 # installed_headers_self_contained) it also compiles every installed header on its own.
+# COWSTATE_CONSUMER_RUN names the program to run (default cowstate_consumer; the CTest test
+# examples_against_install builds examples/ and runs keyed_backend).
 set -euo pipefail
 
 if (($# < 3)); then
@@ -23,8 +25,9 @@ cxx_flags=${7:-}
 exe_linker_flags=${8:-}
 
 check_headers=${COWSTATE_CONSUMER_CHECK_HEADERS:-0}
+run=${COWSTATE_CONSUMER_RUN:-cowstate_consumer}
 case "$check_headers" in
-  0) work="$main_build/tests/consumer-work" header_opt=OFF ;;
+  0) work="$main_build/tests/$(basename "$src")-work" header_opt=OFF ;;
   1) work="$main_build/tests/consumer-headers-work" header_opt=ON ;;
   *)
     echo "COWSTATE_CONSUMER_CHECK_HEADERS must be 0 or 1" >&2
@@ -63,5 +66,5 @@ esac
 echo "== build consumer"
 "$cmake" --build "$build"
 
-echo "== run consumer"
-"$build/cowstate_consumer"
+echo "== run $run"
+"$build/$run" "$work/run"

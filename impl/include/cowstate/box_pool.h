@@ -75,11 +75,15 @@ class BoxPool {
     COWSTATE_POISON(s, sizeof(Slot));
   }
 
-  // Bytes of chunk storage and chunk bookkeeping.
-  std::size_t bytes_reserved() const noexcept {
+  // bytes_reserved(), recounted by walking the chunks (a deep check of the counter).
+  std::size_t bytes_recounted() const noexcept {
     std::size_t bytes = chunks_.capacity() * sizeof(Chunk);
     for (const Chunk& c : chunks_) bytes += c.count * sizeof(Slot);
     return bytes;
+  }
+  // Bytes of chunk storage and chunk bookkeeping. O(1).
+  std::size_t bytes_reserved() const noexcept {
+    return slot_bytes_ + chunks_.capacity() * sizeof(Chunk);
   }
 
  private:
@@ -98,6 +102,7 @@ class BoxPool {
     chunks_.reserve(chunks_.size() + 1);                // no leak if push_back would throw
     Slot* slots = detail::allocate_chunk<Slot>(count);  // on a cache line
     chunks_.push_back(Chunk{slots, count});
+    slot_bytes_ += count * sizeof(Slot);
     COWSTATE_POISON(slots, count * sizeof(Slot));
     next_ = slots;
     end_ = slots + count;
@@ -107,6 +112,7 @@ class BoxPool {
   Slot* next_ = nullptr;  // the newest chunk's first box never handed out
   Slot* end_ = nullptr;
   Slot* free_ = nullptr;
+  std::size_t slot_bytes_ = 0;  // bytes of the chunks' slots
 };
 
 }  // namespace cowstate

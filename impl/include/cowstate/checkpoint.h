@@ -122,6 +122,7 @@ class BackendSnapshot {
   const CheckpointHeader& header() const noexcept { return header_; }
   // The sections of key group `key_group`. REQUIRES: header().range.contains(key_group).
   std::vector<Section>& key_group(std::int32_t key_group);
+  const std::vector<Section>& key_group(std::int32_t key_group) const;
   // Entries over all states and key groups at the sync phase.
   std::size_t entries() const noexcept { return entries_; }
   // Key groups that still hold a map snapshot. The owning thread.

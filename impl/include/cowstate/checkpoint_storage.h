@@ -123,6 +123,13 @@ struct CheckpointScan {
   std::vector<DamagedCheckpoint> damaged;
 };
 
+// What a checkpoint's manifest says (docs/checkpoint-format.md, "Manifest").
+struct CheckpointManifest {
+  std::uint64_t id = 0;
+  std::uint64_t size = 0;      // of the data file
+  std::uint64_t checksum = 0;  // XXH3-64 of the whole data file
+};
+
 class CheckpointStorage;
 
 // What PendingCheckpoint::cancel() achieved.
@@ -194,9 +201,15 @@ class CheckpointStorage {
                                                          FileSystem& fs = posix_file_system(),
                                                          StorageOptions options = {});
 
+  // Opens the existing directory `dir` without changing anything in it (nothing created,
+  // synced or cleaned), for tools that look inside; begin() is refused on it.
+  static Result<std::unique_ptr<CheckpointStorage>> open_read_only(
+      std::string dir, FileSystem& fs = posix_file_system());
+
   const std::string& dir() const noexcept { return dir_; }
   // Starts checkpoint `id`. REQUIRES: id > 0. An error if `id` is not above every complete
-  // and every damaged checkpoint (ids only grow) or the temporary file cannot be created.
+  // and every damaged checkpoint (ids only grow), the temporary file cannot be created, or
+  // the storage was opened read-only.
   Result<std::unique_ptr<PendingCheckpoint>> begin(std::uint64_t id);
   // The complete and the damaged checkpoints.
   Result<CheckpointScan> scan();
@@ -207,6 +220,8 @@ class CheckpointStorage {
   Result<std::optional<std::uint64_t>> latest();
   // The data of complete checkpoint `id`, checked against its manifest.
   Result<std::vector<std::byte>> read(std::uint64_t id);
+  // Checkpoint `id`'s manifest, checked (size, magic, checksum, version, flags, its id).
+  Result<CheckpointManifest> read_manifest(std::uint64_t id);
   // Paths of checkpoint `id`'s data file and manifest.
   std::string data_path(std::uint64_t id) const;
   std::string manifest_path(std::uint64_t id) const;
@@ -220,16 +235,12 @@ class CheckpointStorage {
   Status clean();
   Status publish(PendingCheckpoint& p);
   Status prune();
-  struct Manifest {
-    std::uint64_t id;
-    std::uint64_t size;
-    std::uint64_t checksum;
-  };
-  Result<Manifest> read_manifest(std::uint64_t id);
+  using Manifest = CheckpointManifest;
 
   std::string dir_;
   FileSystem* fs_;
   StorageOptions options_;
+  bool read_only_ = false;
   AsyncBufferPool io_pool_;  // the data files' buffers, with io_thread
 };
 

@@ -5,18 +5,34 @@
 // ------
 // Entries live in an EntryPool (cowstate/entry_pool.h) and are named by 32-bit indices
 // (0 = none), so a bucket costs 4 bytes and an entry for (u64, i32) -> i64 costs 32.
-// The table is an array of bucket heads; each bucket is a singly linked chain. An entry
+// The table is an array of bucket heads held in segments behind a small directory
+// (cowstate/segment_table.h); each bucket is a singly linked chain. An entry
 // holds key, namespace, state, next, entry_version, for boxed states state_version, and for
 // keys or namespaces wider than a word (or not trivially copyable) the hash (kStoresHash). Small
 // trivially copyable states are stored inline in the entry; other states are boxed (in the map's
 // BoxPool, cowstate/box_pool.h, pointed to by the entry) so that copies of an entry share them.
+// A bitmap beside the pool, segmented the same way, marks the slots holding live entries.
 //
 // Versions
 // --------
 // `map_version` [stateMapVersion] grows by one per snapshot start; the new value is that
 // snapshot's version. H = highest_required_version [highestRequiredSnapshotVersion] is the
 // largest live snapshot version, or 0. A snapshot at version v sees exactly the entries
-// reachable from the bucket heads copied at its start; all of them have entry_version < v.
+// reachable from the bucket heads as they were at its start; all of them have
+// entry_version < v.
+//
+// Snapshot start
+// --------------
+// Flink copies every bucket head at a snapshot's start. Here a snapshot copies only the
+// directories: of the primary table, of the rehash table during a rehash (with the rehash
+// index), and of the live-slot bitmap; at most 4096 pointers each, whatever the size.
+// Every segment records the map version it was born at, and the writer never writes into
+// a segment born before H: it copies the segment first (born at map_version; the original
+// is retired like an entry, I13). So the segments a snapshot's directories point to stay
+// as they were at its start. What this costs the writer: its first head write into each
+// segment under a new snapshot copies the segment (16 KiB for 4Ki buckets), and the first
+// change of each live-slot segment (4 KiB for 32Ki slots) likewise; a snapshot is then
+// paid for across the writes that follow it rather than at its start.
 //
 // Copy-on-write rule
 // ------------------
@@ -36,11 +52,12 @@
 //
 // Memory
 // ------
-// An entry or boxed state that the writer unlinks while a live snapshot may still reach it
-// is retired, not freed: it records its birth version b (entry_version / state_version)
-// and the map version r at retirement, and may be seen exactly by snapshots v with
-// b < v <= r. It is freed once no such snapshot is live. Freeing happens on the writer
-// thread, at its next operation after a release (or at once when the writer releases).
+// An entry, boxed state or segment that the writer unlinks or replaces while a live
+// snapshot may still reach it is retired, not freed: it records its birth version b
+// (entry_version / state_version / the segment's birth) and the map version r at
+// retirement, and may be seen exactly by snapshots v with b < v <= r. It is freed once no such
+// snapshot is live. Freeing happens on the writer thread, at its next operation after a release (or
+// at once when the writer releases).
 //
 // Thread safety
 // -------------
@@ -49,8 +66,8 @@
 // number share one atomic word: the writer reads it with acquire at the start of each
 // operation, so everything a releasing thread read in its snapshot happens-before the
 // writer reuses that memory. A stale H is never lower than the truth (only the writer
-// raises it), so a stale read can only over-copy. Entries reachable from a live snapshot
-// are never written, so snapshot readers need no locks. `mu_` guards the set of live
+// raises it), so a stale read can only over-copy. Entries and segments reachable from a
+// live snapshot are never written, so snapshot readers need no locks. `mu_` guards the set of live
 // versions and is taken only at snapshot start, release and reclamation.
 //
 // Invariants (docs/invariants.md; cited by id in assertions and check_invariants())
@@ -64,11 +81,15 @@
 //      buckets below rehash_index are empty.
 //  I7  A key appears at most once in the live map; each entry's hash is hash(key, namespace).
 //  I8  Capacities are powers of two within [min_capacity, max_capacity].
-//  I9  A snapshot's head array is at least as long as the map's size at its start.
+//  I9  A snapshot's directories cover every bucket of its start (capacity + rehash_index)
+//      and its live-slot bitmap marks exactly its entries.
 //  I10 Retired memory is unreachable from the live tables and is freed only when no live
 //      snapshot v with b < v <= r remains; with no live snapshot nothing stays retired.
 //  I11 Live entries own distinct boxed states; entry and state versions are <= map_version.
-//  I12 Pool accounting: live + retired + free slots = slots ever allocated.
+//  I12 Pool accounting: live + retired + free slots = slots ever allocated; the live-slot
+//      bitmap marks exactly the live entries' slots.
+//  I13 No segment (bucket heads, live-slot bitmap) born before H is written; it is copied
+//      first, the copy born at map_version, the original retired as in I10.
 #pragma once
 
 #include <algorithm>
@@ -93,6 +114,8 @@
 #include "cowstate/box_pool.h"
 #include "cowstate/entry_pool.h"
 #include "cowstate/hooks.h"
+#include "cowstate/segment_table.h"
+#include "cowstate/state_memory.h"
 #include "cowstate/table_scan.h"
 
 namespace cowstate {
@@ -237,25 +260,47 @@ class CowStateMap {
   class Loader;
   Loader load(std::size_t count);
 
-  // Starts a snapshot: bumps the map version, copies the bucket heads and lists the pool
-  // slots that hold none of its entries (free or retired now).
+  // Starts a snapshot: bumps the map version and copies the directories of the head tables
+  // and of the live-slot bitmap (at most 4096 pointers each); no segment is copied.
   // REQUIRES: the writer thread; fewer than 2^32 - 2 snapshots over the map's life (I1).
   Snapshot snapshot();
 
-  // Writer-side: frees what released snapshots no longer need; returns what stays retired.
+  // Writer-side: frees what released snapshots no longer need; returns the entries and
+  // boxed states that stay retired (segments: segment_bytes().retired).
   std::size_t retired_count();
 
-  // Bytes held by the map: entry slabs, bucket tables, the boxed states' chunks (not what
-  // the states own), the head array kept from the last released snapshot, and bookkeeping.
-  // Writer thread.
+  // Bytes of the segments the writer's tables hold (bucket heads of both tables, the
+  // live-slot bitmap, with their directories) and of the segments retired for live
+  // snapshots. O(1). Writer thread.
+  struct SegmentBytes {
+    std::size_t live = 0;
+    std::size_t retired = 0;
+  };
+  SegmentBytes segment_bytes() const noexcept {
+    return {primary_.bytes() + rehash_.bytes() + live_slots_.bytes(), retired_segment_bytes_};
+  }
+
+  // Bytes held by the map: entry slabs, segments (live and retired), the boxed states'
+  // chunks and what the states own on the heap (StateHeapBytes, live and retired), and
+  // bookkeeping. O(1). Writer thread.
   std::size_t memory_bytes() const noexcept {
-    std::size_t bytes = pool_.bytes_reserved() +
-                        (primary_.capacity() + rehash_.capacity()) * sizeof(std::uint32_t) +
+    heap_.settle();
+    const SegmentBytes segments = segment_bytes();
+    std::size_t bytes = pool_.bytes_reserved() + segments.live + segments.retired +
                         retired_entries_.capacity() * sizeof(RetiredEntry) +
                         retired_states_.capacity() * sizeof(RetiredState) +
-                        spare_heads_bytes_.load(std::memory_order_relaxed);
+                        retired_segments_.capacity() * sizeof(RetiredSegment) + heap_.live() +
+                        heap_.retired();
     if constexpr (!kInline) bytes += boxes_.bytes_reserved();
     return bytes;
+  }
+  // The part of memory_bytes() only live snapshots need: retired entries, boxed states and
+  // segments, and the heap the retired states own. O(1). Writer thread.
+  std::size_t retired_bytes() const noexcept {
+    heap_.settle();
+    return retired_entries_.size() * sizeof(Entry) +
+           retired_states_.size() * (kInline ? 0 : sizeof(S)) + retired_segment_bytes_ +
+           heap_.retired();
   }
 
   std::uint32_t map_version() const noexcept { return map_version_; }
@@ -319,7 +364,17 @@ class CowStateMap {
     std::uint32_t birth;
     std::uint32_t retired_at;
   };
-  using Table = std::vector<std::uint32_t>;
+  // A retired segment of a head table or of the live-slot bitmap, as retired entries.
+  struct RetiredSegment {
+    void* segment;
+    std::uint32_t bytes;
+    std::uint32_t birth;
+    std::uint32_t retired_at;
+  };
+  using Table = SegmentTable<std::uint32_t>;
+  // Bit s of word s / 64: pool slot s holds a live entry (reachable from the tables).
+  using LiveSlots = SegmentTable<std::uint64_t>;
+  static constexpr unsigned kLiveSlotsShift = 9;  // 512 words: 32Ki slots, 4 KiB a segment
 
   static std::uint32_t low32(std::uint64_t w) noexcept { return static_cast<std::uint32_t>(w); }
   static std::uint32_t high32(std::uint64_t w) noexcept {
@@ -343,6 +398,62 @@ class CowStateMap {
   static bool must_copy_state(std::uint32_t state_version, std::uint32_t h) noexcept {
     if (COWSTATE_MUTANT(state_version_le)) return state_version <= h;
     return state_version < h;
+  }
+  // A segment born before H may be in a live snapshot's directory (I13).
+  static bool must_copy_segment(std::uint32_t birth, std::uint32_t h) noexcept { return birth < h; }
+
+  // Element i of a segmented table (bucket heads, live-slot words) for writing: its segment
+  // is copied first when a live snapshot may share it (I13).
+  template <class T>
+  [[gnu::always_inline]] T& writable_at(SegmentTable<T>& t, std::size_t i, std::uint32_t h) {
+    if (T* p = t.writable_or_null(i, h)) [[likely]]
+      return *p;
+    return *copy_segment_for_write(t, i, h);
+  }
+  std::uint32_t& head_ref(Table& t, std::uint32_t b, std::uint32_t h) {
+    return writable_at(t, b, h);
+  }
+  // writable_at's copy: replaces the segment holding element i by a copy born at the map
+  // version, retires the original, and returns element i of the copy.
+  template <class T>
+  [[gnu::noinline]] T* copy_segment_for_write(SegmentTable<T>& t, std::size_t i, std::uint32_t h);
+  // Retires or frees a segment a table no longer holds, as entries are (I10, I13).
+  void dispose_segment(void* segment, std::size_t bytes, std::uint32_t birth, std::uint32_t h);
+  void free_segment(void* segment, std::size_t bytes) noexcept;
+  // Buckets per head segment, as a shift: a quarter of a table up to 16Ki buckets (so even
+  // the simulator's tables of a few buckets have several segments), 4Ki buckets from there,
+  // and more past 2^24 buckets so that a directory, what a snapshot start copies, stays at
+  // most 4096 pointers.
+  static unsigned head_segment_shift(std::uint32_t cap) noexcept {
+    const unsigned log = static_cast<unsigned>(std::countr_zero(cap));
+    if (log <= 14) return log >= 2 ? log - 2 : 0;
+    return std::max(12u, log - 12);
+  }
+  // The live-slot bitmap (I12): slot `slot` holds a live entry, or no longer does.
+  [[gnu::always_inline]] void mark_live(std::uint32_t slot, std::uint32_t h) {
+    const std::size_t w = slot >> 6;
+    if (w >= live_slots_.size()) [[unlikely]]
+      grow_live_slots(w);
+    writable_at(live_slots_, w, h) |= std::uint64_t{1} << (slot & 63);
+  }
+  [[gnu::always_inline]] void mark_vacant(std::uint32_t slot, std::uint32_t h) {
+    COWSTATE_DEBUG_ASSERT((live_slots_[slot >> 6] >> (slot & 63)) & 1u, "I12",
+                          "a slot left vacant twice");
+    writable_at(live_slots_, slot >> 6, h) &= ~(std::uint64_t{1} << (slot & 63));
+  }
+  bool slot_live(std::uint32_t slot) const noexcept {
+    return (slot >> 6) < live_slots_.size() && ((live_slots_[slot >> 6] >> (slot & 63)) & 1u);
+  }
+  [[gnu::noinline]] void grow_live_slots(std::size_t word);
+  // An empty primary table of `cap` buckets in place of the current one.
+  // REQUIRES: no snapshot was ever taken (its segments are freed, not retired).
+  void reset_primary(std::uint32_t cap) {
+    COWSTATE_ASSERT(map_version_ == 0, "REQUIRES", "resetting a table a snapshot may share");
+    primary_.clear(
+        [this](std::uint32_t* seg, std::uint32_t) { free_segment(seg, primary_.segment_bytes()); });
+    primary_.assign_zero(cap, head_segment_shift(cap), map_version_);
+    primary_mask_ = cap - 1;
+    threshold_ = threshold_for(cap);
   }
 
   Entry& at(std::uint32_t i) noexcept { return pool_.at(i); }
@@ -407,10 +518,10 @@ class CowStateMap {
   SlotRef copy_chain_prefix(Table& table, std::uint32_t b, std::uint32_t until, std::uint32_t h);
   // Copies entry `src` (`s` = at(src)) into a free slot and retires `src`. Inline: a call
   // cost a first write about six instructions of its forty.
-  [[gnu::always_inline]] SlotRef copy_entry(std::uint32_t src, const Entry& s);
+  [[gnu::always_inline]] SlotRef copy_entry(std::uint32_t src, const Entry& s, std::uint32_t h);
   // copy_entry's uncommon case: gives the pool a free slot and the retirement log room for
   // a record, then copies.
-  [[gnu::noinline]] SlotRef make_room_and_copy(std::uint32_t src, const Entry& s);
+  [[gnu::noinline]] SlotRef make_room_and_copy(std::uint32_t src, const Entry& s, std::uint32_t h);
   void retire_entry(std::uint32_t index);
   void retire_state(S* state, std::uint32_t birth);
   // Unlinks entry `i` (predecessor `prev`, 0 for the head) and disposes of it.
@@ -420,9 +531,6 @@ class CowStateMap {
   // REQUIRES: `index` is reachable from neither table.
   void dispose_unlinked(std::uint32_t index, std::uint32_t h);
   void free_entry(std::uint32_t index) noexcept;
-  // The allocated slots that hold no live entry: a copy of the free list, then the
-  // retired entries' indices (I12).
-  std::vector<std::uint32_t> vacant_slots() const;
   // A new boxed state, constructed from `args`.
   template <class... Args>
   S* new_state(Args&&... args);
@@ -436,10 +544,11 @@ class CowStateMap {
   // An inline state comes by value, in registers: a reference would make every put keep
   // its state in memory in case it inserts.
   using NewState = std::conditional_t<kInline, S, S&&>;
-  void insert_new(Table* table, std::uint32_t hash, const K& key, const N& ns, NewState state);
+  void insert_new(Table* table, std::uint32_t hash, const K& key, const N& ns, NewState state,
+                  std::uint32_t h);
   // Constructs a new entry in a fresh slot, in front of `next`; returns its slot.
   std::uint32_t emplace_entry(std::uint32_t hash, const K& key, const N& ns, NewState state,
-                              std::uint32_t next);
+                              std::uint32_t next, std::uint32_t h);
   // The state of slot idx (in chain b of t), made writable as get_mutable hands it out.
   S& writable_state(Table& t, std::uint32_t b, std::uint32_t idx, std::uint32_t h);
   // Returns the writable entry for (key, ns) found at `idx` in `table`. Always inline: its
@@ -449,9 +558,9 @@ class CowStateMap {
   // make_writable's copy: the entry alone when it heads its chain, else the chain prefix.
   [[gnu::always_inline]] SlotRef copy_for_write(Table& table, std::uint32_t b, std::uint32_t idx,
                                                 const Entry& e, std::uint32_t h);
-  // Any thread. `heads` is the snapshot's head array, kept for the next snapshot. Reached
-  // from ~Snapshot, so it asserts nothing (a throwing assertion handler would terminate).
-  bool release_snapshot(std::uint32_t version, std::vector<std::uint32_t>&& heads);
+  // Any thread. Reached from ~Snapshot, so it asserts nothing (a throwing assertion handler
+  // would terminate).
+  bool release_snapshot(std::uint32_t version);
   static S& state_ref(Entry& e) noexcept {
     if constexpr (kInline)
       return e.state;
@@ -482,7 +591,8 @@ class CowStateMap {
   struct NoBoxes {};
   [[no_unique_address]] std::conditional_t<kInline, NoBoxes, BoxPool<S>> boxes_;
   Table primary_;
-  Table rehash_;                    // empty unless a rehash is in flight
+  Table rehash_;  // empty unless a rehash is in flight
+  LiveSlots live_slots_;
   std::uint32_t primary_mask_ = 0;  // primary_.size() - 1
   std::uint32_t primary_size_ = 0;
   std::uint32_t rehash_size_ = 0;
@@ -492,11 +602,16 @@ class CowStateMap {
   std::uint32_t seen_release_seq_ = 0;
   AppendLog<RetiredEntry> retired_entries_;
   AppendLog<RetiredState> retired_states_;
+  AppendLog<RetiredSegment> retired_segments_;
+  std::size_t retired_segment_bytes_ = 0;
+  // Heap bytes of the boxed states (state_memory.h); settled by const readers, hence mutable.
+  mutable StateHeapCounter<S> heap_;
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
   // States freed while a planted bug is active: emptied but kept until the map is destroyed,
   // so that a bug which frees too early shows as a wrong image rather than as a read of
   // freed memory, whose crash would end the whole kill matrix (free_state).
   std::vector<S*> quarantined_states_;
+  std::vector<void*> quarantined_segments_;  // the same for segments, zeroed
 #endif
 
   // Any thread: H in the low half, the release sequence number in the high half.
@@ -505,12 +620,6 @@ class CowStateMap {
   // Guarded by mu_.
   mutable std::mutex mu_;
   std::vector<std::uint32_t> live_versions_;  // ascending
-  // The head array of the last released snapshot (guarded by mu_), reused by the next
-  // snapshot's copy: a checkpoint then writes into memory the process already has instead of
-  // fresh pages, which the allocator may have returned to the kernel since the last one
-  // (a page fault each, about 2000 per checkpoint of the bench's 1e6 entries).
-  std::vector<std::uint32_t> spare_heads_;
-  std::atomic<std::size_t> spare_heads_bytes_{0};  // its capacity in bytes, for memory_bytes
   std::uint32_t release_seq_ = 0;
 };
 
@@ -528,7 +637,8 @@ CowStateMap<K, N, S, H>::CowStateMap(MapOptions options, H hash)
   COWSTATE_ASSERT(std::has_single_bit(cap), "I8", "initial capacity not a power of two");
   COWSTATE_ASSERT(min_capacity_ <= cap && cap <= max_capacity_, "I8",
                   "initial capacity outside [min_capacity, max_capacity]");
-  primary_.assign(cap, 0);
+  primary_.assign_zero(cap, head_segment_shift(cap), map_version_);
+  live_slots_.assign_zero(0, kLiveSlotsShift, map_version_);
   primary_mask_ = cap - 1;
   threshold_ = threshold_for(cap);
 }
@@ -541,8 +651,8 @@ CowStateMap<K, N, S, H>::~CowStateMap() {
   }
   // Nothing is reused after this, so nothing goes back to the pools (their chunks are
   // freed whole): only destructors run, and not at all when they are trivial. Slots are
-  // visited in ascending order, the pool's memory order, not chain by chain: every
-  // allocated slot holds a live entry, a retired one, or nothing (I12).
+  // visited in ascending order, the pool's memory order, not chain by chain: the live-slot
+  // bitmap names the live entries, the retirement log the retired ones (I12).
   constexpr bool kTrivialEntry = std::is_trivially_destructible_v<Entry>;
   constexpr bool kTrivialState = kInline || std::is_trivially_destructible_v<S>;
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
@@ -557,10 +667,8 @@ CowStateMap<K, N, S, H>::~CowStateMap() {
     if constexpr (!kTrivialEntry) {
       for (const RetiredEntry& r : retired_entries_) at(r.index).~Entry();
     }
-    const std::vector<std::uint64_t> live =
-        detail::occupied_slots(static_cast<std::uint32_t>(pool_.slots_allocated()), vacant_slots());
-    for (std::size_t w = 0; w < live.size(); ++w) {
-      for (std::uint64_t bits = live[w]; bits != 0; bits &= bits - 1) {
+    for (std::size_t w = 0; w < live_slots_.size(); ++w) {
+      for (std::uint64_t bits = live_slots_[w]; bits != 0; bits &= bits - 1) {
         Entry& e = at(
             static_cast<std::uint32_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(bits))));
         if constexpr (!kTrivialState) destroy_state(e.state);  // live: it owns it (I11)
@@ -577,12 +685,18 @@ CowStateMap<K, N, S, H>::~CowStateMap() {
     doomed.erase(std::unique(doomed.begin(), doomed.end()), doomed.end());
     for (S* state : doomed) state->~S();
   }
+  for (void* segment : quarantined_segments_)
+    detail::free_chunk(static_cast<std::uint64_t*>(segment));
 #endif
+  for (const RetiredSegment& r : retired_segments_) {
+    detail::free_chunk(static_cast<std::uint64_t*>(r.segment));
+  }
 }
 
 template <class K, class N, class S, class H>
 inline std::uint32_t CowStateMap<K, N, S, H>::begin_op() {
   const std::uint64_t w = sync_.load(std::memory_order_acquire);
+  heap_.settle();  // a state handed out mutably by the last operation (M1)
   reclaim_if_released(w);
   const std::uint32_t h = low32(w);
   COWSTATE_DEBUG_ASSERT(h <= map_version_, "I1", "H above the map version");
@@ -630,12 +744,26 @@ void CowStateMap<K, N, S, H>::reclaim() {
     if (visible(r.birth, r.retired_at)) {
       retired_states_[kept++] = r;
     } else {
+      heap_.on_free_retired(*r.state);
       free_state(r.state);
     }
   }
+  if (freed > 0 || kept < retired_states_.size()) COWSTATE_PROBE("cow.reclaim");
   retired_states_.truncate(kept);
+  kept = 0;
+  for (const RetiredSegment& r : retired_segments_) {
+    if (visible(r.birth, r.retired_at)) {
+      retired_segments_[kept++] = r;
+    } else {
+      retired_segment_bytes_ -= r.bytes;
+      free_segment(r.segment, r.bytes);
+    }
+  }
+  retired_segments_.truncate(kept);
   COWSTATE_ASSERT(!live.empty() || retired_entries_.empty(), "I10",
                   "retired entries remain with no live snapshot");
+  COWSTATE_ASSERT(!live.empty() || retired_segment_bytes_ == 0, "I10",
+                  "retired segments remain with no live snapshot");
   COWSTATE_ASSERT(!live.empty() || retired_states_.empty(), "I10",
                   "retired states remain with no live snapshot");
 }
@@ -652,13 +780,59 @@ void CowStateMap<K, N, S, H>::free_entry(std::uint32_t index) noexcept {
 }
 
 template <class K, class N, class S, class H>
-std::vector<std::uint32_t> CowStateMap<K, N, S, H>::vacant_slots() const {
-  const std::vector<std::uint32_t>& free = pool_.free_list();
-  std::vector<std::uint32_t> vacant;
-  vacant.reserve(free.size() + retired_entries_.size());
-  vacant.assign(free.begin(), free.end());
-  for (const RetiredEntry& r : retired_entries_) vacant.push_back(r.index);
-  return vacant;
+template <class T>
+T* CowStateMap<K, N, S, H>::copy_segment_for_write(SegmentTable<T>& t, std::size_t i,
+                                                   std::uint32_t h) {
+  COWSTATE_ASSERT(must_copy_segment(t.birth(i >> t.shift()), h), "I13",
+                  "copying a segment no live snapshot can share");
+  constexpr bool kHeads = std::is_same_v<T, std::uint32_t>;  // planted bugs: heads only
+  if (kHeads && COWSTATE_MUTANT(segment_written_in_place)) return t.address_for_write(i);
+  if (!kHeads && COWSTATE_MUTANT(live_slots_written_in_place)) return t.address_for_write(i);
+  const auto [original, birth] = t.copy_segment(i >> t.shift(), map_version_);
+  const bool wrong_birth = kHeads && COWSTATE_MUTANT(segment_freed_at_copy);
+  dispose_segment(original, t.segment_bytes(), wrong_birth ? map_version_ : birth, h);
+  COWSTATE_PROBE("cow.segment_copy");
+  COWSTATE_YIELD("map.copy_segment");
+  T* out = t.writable_or_null(i, h);
+  COWSTATE_ASSERT(out != nullptr, "I13", "a segment copy still shared");
+  return out;
+}
+
+template <class K, class N, class S, class H>
+void CowStateMap<K, N, S, H>::dispose_segment(void* segment, std::size_t bytes, std::uint32_t birth,
+                                              std::uint32_t h) {
+  COWSTATE_ASSERT(segment != nullptr, "G1", "disposing of no segment");
+  if (!must_copy_segment(birth, h)) {
+    free_segment(segment, bytes);
+    return;
+  }
+  COWSTATE_ASSERT(birth < map_version_, "I10",
+                  "retiring a segment born after every snapshot (no snapshot can see it)");
+  retired_segments_.append(
+      RetiredSegment{segment, static_cast<std::uint32_t>(bytes), birth, map_version_});
+  retired_segment_bytes_ += bytes;
+}
+
+template <class K, class N, class S, class H>
+void CowStateMap<K, N, S, H>::free_segment(void* segment, std::size_t bytes) noexcept {
+#if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
+  // As free_state: under a planted bug a segment freed too early reads as empty buckets
+  // (a wrong image) rather than as freed memory.
+  if (mutants::active() != mutants::Mutant::none) {
+    std::memset(segment, 0, bytes);
+    quarantined_segments_.push_back(segment);
+    return;
+  }
+#endif
+  (void)bytes;
+  detail::free_chunk(static_cast<std::uint64_t*>(segment));
+}
+
+template <class K, class N, class S, class H>
+void CowStateMap<K, N, S, H>::grow_live_slots(std::size_t word) {
+  const std::size_t per_segment = std::size_t{1} << kLiveSlotsShift;
+  live_slots_.append_zero(word / per_segment + 1 - live_slots_.segments(), map_version_);
+  COWSTATE_ASSERT(word < live_slots_.size(), "I12", "the live-slot bitmap short of a slot");
 }
 
 template <class K, class N, class S, class H>
@@ -682,12 +856,15 @@ template <class... Args>
 S* CowStateMap<K, N, S, H>::new_state(Args&&... args) {
   S* box = boxes_.allocate();
   COWSTATE_DEBUG_ASSERT(box != nullptr, "I11", "the box pool handed out no box");
+  S* s;
   try {
-    return new (box) S(std::forward<Args>(args)...);
+    s = new (box) S(std::forward<Args>(args)...);
   } catch (...) {
     boxes_.deallocate(box);
     throw;
   }
+  heap_.on_new(*s);
+  return s;
 }
 
 template <class K, class N, class S, class H>
@@ -696,6 +873,7 @@ void CowStateMap<K, N, S, H>::retire_entry(std::uint32_t index) {
   COWSTATE_ASSERT(at(index).entry_version < map_version_ || COWSTATE_MUTANT(entry_version_le),
                   "I10", "retiring an entry born after every snapshot (no snapshot can see it)");
   retired_entries_.append(RetiredEntry{index, at(index).entry_version, map_version_});
+  COWSTATE_PROBE("cow.retire");
 }
 
 template <class K, class N, class S, class H>
@@ -704,14 +882,17 @@ void CowStateMap<K, N, S, H>::retire_state(S* state, std::uint32_t birth) {
   COWSTATE_ASSERT(birth < map_version_ || COWSTATE_MUTANT(state_version_le), "I10",
                   "retiring a state born after every snapshot (no snapshot can see it)");
   retired_states_.append(RetiredState{state, birth, map_version_});
+  heap_.on_retire(*state);
+  COWSTATE_PROBE("cow.retire");
 }
 
 template <class K, class N, class S, class H>
-inline auto CowStateMap<K, N, S, H>::copy_entry(std::uint32_t src, const Entry& s) -> SlotRef {
+inline auto CowStateMap<K, N, S, H>::copy_entry(std::uint32_t src, const Entry& s, std::uint32_t h)
+    -> SlotRef {
   // The common case calls nothing, so it needs no saved registers: a free slot to reuse
   // and room for the retirement record; making them is out of line, and then comes back.
   if (!pool_.has_free_slot() || !retired_entries_.has_room()) [[unlikely]]
-    return make_room_and_copy(src, s);
+    return make_room_and_copy(src, s, h);
   const std::uint32_t idx = pool_.reuse_free_slot();
   COWSTATE_DEBUG_ASSERT(idx != 0 && idx != src, "I12",
                         "a copy was given slot 0 or the slot of the entry it copies");
@@ -729,35 +910,39 @@ inline auto CowStateMap<K, N, S, H>::copy_entry(std::uint32_t src, const Entry& 
         new (&at(idx)) Entry{s.key, s.state, s.ns, s.next, s.hash, map_version_, s.state_version};
   }
   retired_entries_.append_unchecked(RetiredEntry{src, s.entry_version, map_version_});
+  mark_live(idx, h);
+  mark_vacant(src, h);
   return {idx, copy};
 }
 
 template <class K, class N, class S, class H>
-auto CowStateMap<K, N, S, H>::make_room_and_copy(std::uint32_t src, const Entry& s) -> SlotRef {
+auto CowStateMap<K, N, S, H>::make_room_and_copy(std::uint32_t src, const Entry& s, std::uint32_t h)
+    -> SlotRef {
   pool_.ensure_free_slot();  // a new chunk at most: `s` stays where it is
   if (!retired_entries_.has_room()) retired_entries_.grow();
   COWSTATE_ASSERT(pool_.has_free_slot(), "I12", "no free slot after making room for a copy");
   COWSTATE_ASSERT(retired_entries_.has_room(), "I10",
                   "no room in the retirement log after growing it");
-  return copy_entry(src, s);
+  return copy_entry(src, s, h);
 }
 
 template <class K, class N, class S, class H>
 auto CowStateMap<K, N, S, H>::copy_chain_prefix(Table& table, std::uint32_t b, std::uint32_t until,
                                                 std::uint32_t h) -> SlotRef {
-  // `link` is where the index of `current` is stored: the bucket, then the `next` of the
-  // entry before it, which is writable by then (copied, or born after every live snapshot).
+  // `link` is where the index of `current` is stored: null for the bucket head (written
+  // through head_ref, which copies its segment when shared), then the `next` of the entry
+  // before it, which is writable by then (copied, or born after every live snapshot).
   COWSTATE_DEBUG_ASSERT(b < table.size() && until != 0, "I5",
                         "copying up to no entry, or in a bucket outside its table");
-  std::uint32_t* link = &table[b];
+  std::uint32_t* link = nullptr;
   for (;;) {
-    const std::uint32_t current = *link;
+    const std::uint32_t current = link == nullptr ? table[b] : *link;
     COWSTATE_ASSERT(current != 0, "I5", "entry to copy up to is not in its chain");
     Entry* cur = &at(current);
     SlotRef w{current, cur};
     if (must_copy_entry(cur->entry_version, h)) {
-      w = copy_entry(current, *cur);
-      *link = w.index;
+      w = copy_entry(current, *cur, h);
+      (link == nullptr ? head_ref(table, b, h) : *link) = w.index;
     }
     if (current == until) {
       COWSTATE_DEBUG_ASSERT(w.entry->entry_version >= h, "I3",
@@ -786,12 +971,14 @@ inline auto CowStateMap<K, N, S, H>::copy_for_write(Table& table, std::uint32_t 
                                                     std::uint32_t idx, const Entry& e,
                                                     std::uint32_t h) -> SlotRef {
   if (table[b] == idx) {  // the head (most chains are one entry long): copy it alone
-    const SlotRef c = copy_entry(idx, e);
-    table[b] = c.index;
+    const SlotRef c = copy_entry(idx, e, h);
+    COWSTATE_PROBE("cow.entry_copy");
+    head_ref(table, b, h) = c.index;
     COWSTATE_ASSERT(c.entry->entry_version >= h, "I3", "the copy of a head is still shared");
     return c;
   }
   const SlotRef w = copy_chain_prefix(table, b, idx, h);
+  COWSTATE_PROBE("cow.chain_prefix_copy");
   COWSTATE_ASSERT(w.entry->entry_version >= h, "I3", "the copy of a chain entry is still shared");
   return w;
 }
@@ -799,6 +986,7 @@ inline auto CowStateMap<K, N, S, H>::copy_for_write(Table& table, std::uint32_t 
 template <class K, class N, class S, class H>
 void CowStateMap<K, N, S, H>::dispose_unlinked(std::uint32_t index, std::uint32_t h) {
   COWSTATE_DEBUG_ASSERT(index != 0, "I12", "disposing of slot 0, which no entry occupies");
+  mark_vacant(index, h);
   Entry& e = at(index);
   if constexpr (!kInline) {
     // A retired entry keeps pointing at its state: the snapshots that reach the entry
@@ -808,6 +996,7 @@ void CowStateMap<K, N, S, H>::dispose_unlinked(std::uint32_t index, std::uint32_
     } else {
       COWSTATE_ASSERT(!must_copy_entry(e.entry_version, h), "I10",
                       "freeing the state of an entry a live snapshot can see");
+      heap_.on_free_live(*e.state);
       free_state(e.state);
     }
   }
@@ -830,6 +1019,7 @@ void CowStateMap<K, N, S, H>::assign_state(Entry& e, S&& state, std::uint32_t h)
       retire_state(e.state, e.state_version);
       e.state = fresh;
     } else {
+      heap_.hand_out(e.state);  // counted again at the next settle (M1)
       *e.state = std::move(state);
     }
     e.state_version = map_version_;
@@ -844,6 +1034,7 @@ S CowStateMap<K, N, S, H>::take_old_state(Entry& e, std::uint32_t h) {
   } else {
     COWSTATE_DEBUG_ASSERT(e.state != nullptr, "I11", "taking the state of an entry without one");
     if (must_copy_state(e.state_version, h)) return S(*e.state);  // a snapshot may see it
+    heap_.hand_out(e.state);  // moved from: counted again at the next settle (M1)
     return std::move(*e.state);
   }
 }
@@ -905,6 +1096,7 @@ S& CowStateMap<K, N, S, H>::writable_state(Table& t, std::uint32_t b, std::uint3
     Entry* e = &at(i);
     if (must_copy_state(e->state_version, h) && !COWSTATE_MUTANT(shared_state_mutable)) {
       e = make_writable(t, b, i, h).entry;
+      COWSTATE_PROBE("cow.state_copy");
       S* fresh = new_state(*e->state);
       retire_state(e->state, e->state_version);
       e->state = fresh;
@@ -912,6 +1104,7 @@ S& CowStateMap<K, N, S, H>::writable_state(Table& t, std::uint32_t b, std::uint3
     }
     COWSTATE_ASSERT(e->state_version >= h || COWSTATE_MUTANT(shared_state_mutable), "I4",
                     "handing out a shared state mutably");
+    heap_.hand_out(e->state);  // the caller may change it: counted again at the next settle
     return *e->state;
   }
 }
@@ -938,7 +1131,7 @@ inline void CowStateMap<K, N, S, H>::put(const K& key, const N& ns, S state) {
     assign_state(*make_writable(t, b, i, h).entry, std::move(state), h);
     return;
   }
-  insert_new(&t, hash, key, ns, std::move(state));
+  insert_new(&t, hash, key, ns, std::move(state), h);
 }
 
 template <class K, class N, class S, class H>
@@ -954,7 +1147,7 @@ std::optional<S> CowStateMap<K, N, S, H>::put_and_get_old(const K& key, const N&
     assign_state(e, std::move(state), h);
     return old;
   }
-  insert_new(&t, hash, key, ns, std::move(state));
+  insert_new(&t, hash, key, ns, std::move(state), h);
   return std::nullopt;
 }
 
@@ -979,7 +1172,7 @@ void CowStateMap<K, N, S, H>::transform(const K& key, const N& ns, const T& valu
     }
     S fresh{};
     std::invoke(fn, fresh, value);
-    insert_new(&t, hash, key, ns, std::move(fresh));
+    insert_new(&t, hash, key, ns, std::move(fresh), h);
   } else {
     if (i != 0) {
       S fresh = std::invoke(fn, static_cast<const S*>(&state_ref(at(i))), value);
@@ -987,13 +1180,13 @@ void CowStateMap<K, N, S, H>::transform(const K& key, const N& ns, const T& valu
       return;
     }
     S fresh = std::invoke(fn, static_cast<const S*>(nullptr), value);
-    insert_new(&t, hash, key, ns, std::move(fresh));
+    insert_new(&t, hash, key, ns, std::move(fresh), h);
   }
 }
 
 template <class K, class N, class S, class H>
 void CowStateMap<K, N, S, H>::insert_new(Table* table, std::uint32_t hash, const K& key,
-                                         const N& ns, NewState state) {
+                                         const N& ns, NewState state, std::uint32_t h) {
   // Flink's rule: grow when the size before this insert exceeds 0.75 * capacity. A rehash
   // moves at least 4 entries per operation, so it always ends before the new table fills.
   if (size() > threshold_ && !rehashing()) {
@@ -1004,7 +1197,8 @@ void CowStateMap<K, N, S, H>::insert_new(Table* table, std::uint32_t hash, const
   COWSTATE_YIELD("map.insert_new");
   const std::uint32_t b = bucket_of(*table, hash);
   [[maybe_unused]] const std::size_t before = size();
-  (*table)[b] = emplace_entry(hash, key, ns, std::move(state), (*table)[b]);
+  const std::uint32_t idx = emplace_entry(hash, key, ns, std::move(state), (*table)[b], h);
+  head_ref(*table, b, h) = idx;
   COWSTATE_DEBUG_ASSERT(at((*table)[b]).entry_version == map_version_, "I11",
                         "a new entry not born at the map version");
   if (table == &primary_) {
@@ -1019,7 +1213,7 @@ void CowStateMap<K, N, S, H>::insert_new(Table* table, std::uint32_t hash, const
 template <class K, class N, class S, class H>
 inline std::uint32_t CowStateMap<K, N, S, H>::emplace_entry(std::uint32_t hash, const K& key,
                                                             const N& ns, NewState state,
-                                                            std::uint32_t next) {
+                                                            std::uint32_t next, std::uint32_t h) {
   const std::uint32_t idx = pool_.allocate();
   COWSTATE_ASSERT(idx != 0, "I12", "the pool handed out slot 0, the null index");
   COWSTATE_DEBUG_ASSERT(idx != next, "I5", "a new entry in front of itself (a cycle)");
@@ -1029,6 +1223,7 @@ inline std::uint32_t CowStateMap<K, N, S, H>::emplace_entry(std::uint32_t hash, 
     S* boxed = new_state(std::move(state));
     new (&at(idx)) Entry{key, boxed, ns, next, StoredHash(hash), map_version_, map_version_};
   }
+  mark_live(idx, h);
   return idx;
 }
 
@@ -1037,7 +1232,7 @@ void CowStateMap<K, N, S, H>::unlink(Table& t, std::uint32_t b, std::uint32_t i,
                                      std::uint32_t h) {
   if (prev == 0) {
     COWSTATE_ASSERT(t[b] == i, "I5", "unlinking as the head an entry that does not head its chain");
-    t[b] = at(i).next;
+    head_ref(t, b, h) = at(i).next;
   } else {
     COWSTATE_DEBUG_ASSERT(at(prev).next == i, "I5",
                           "unlinking after an entry that is not before it");
@@ -1096,7 +1291,7 @@ void CowStateMap<K, N, S, H>::double_capacity() {
     return;
   }
   COWSTATE_ASSERT(old_cap * 2 <= max_capacity_, "I8", "a rehash past the maximum capacity");
-  rehash_.assign(std::size_t{old_cap} * 2, 0);
+  rehash_.assign_zero(std::size_t{old_cap} * 2, head_segment_shift(old_cap * 2), map_version_);
   rehash_index_ = 0;
   COWSTATE_DEBUG_ASSERT(rehashing() && home_of(0).table == &primary_, "I6",
                         "a rehash that starts with a bucket already moved");
@@ -1120,7 +1315,8 @@ void CowStateMap<K, N, S, H>::incremental_rehash(std::uint32_t h) {
       COWSTATE_YIELD("map.rehash_move");
       Entry* ep = &at(e);
       if (must_copy_entry(ep->entry_version, h) && !COWSTATE_MUTANT(no_copy_in_rehash)) {
-        const SlotRef c = copy_entry(e, *ep);
+        const SlotRef c = copy_entry(e, *ep, h);
+        COWSTATE_PROBE("cow.rehash_copy");
         e = c.index;
         ep = c.entry;
       }
@@ -1130,17 +1326,20 @@ void CowStateMap<K, N, S, H>::incremental_rehash(std::uint32_t h) {
       const std::uint32_t next = moved.next;
       const std::uint32_t pos = hash_of(moved) & new_mask;
       moved.next = rehash_[pos];
-      rehash_[pos] = e;
+      head_ref(rehash_, pos, h) = e;
       e = next;
       ++transferred;
     }
-    primary_[idx] = 0;
+    if (primary_[idx] != 0) head_ref(primary_, idx, h) = 0;
     if (++idx == old_cap) {
       COWSTATE_ASSERT(primary_size_ == transferred, "I5", "entries left behind in the old table");
       primary_.swap(rehash_);
       primary_mask_ = static_cast<std::uint32_t>(primary_.size() - 1);
-      rehash_.clear();
-      rehash_.shrink_to_fit();
+      // The old table's segments: those a live snapshot's directory may hold are retired.
+      rehash_.clear(
+          [this, h, bytes = rehash_.segment_bytes()](std::uint32_t* seg, std::uint32_t birth) {
+            dispose_segment(seg, bytes, birth, h);
+          });
       primary_size_ = rehash_size_ + transferred;
       rehash_size_ = 0;
       rehash_index_ = 0;
@@ -1156,14 +1355,11 @@ void CowStateMap<K, N, S, H>::incremental_rehash(std::uint32_t h) {
 
 template <class K, class N, class S, class H>
 auto CowStateMap<K, N, S, H>::snapshot() -> Snapshot {
+  heap_.settle();  // counted before the state may be shared (M1)
   reclaim_if_released(sync_.load(std::memory_order_acquire));
   std::uint32_t version;
-  std::vector<std::uint32_t> heads;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    // The head array of the last released snapshot, written over below.
-    heads = std::exchange(spare_heads_, {});
-    spare_heads_bytes_.store(0, std::memory_order_relaxed);
     COWSTATE_ASSERT(map_version_ < std::numeric_limits<std::uint32_t>::max() - 1, "I1",
                     "map version overflow");
     if (!COWSTATE_MUTANT(no_version_bump_at_snapshot)) ++map_version_;
@@ -1177,52 +1373,23 @@ auto CowStateMap<K, N, S, H>::snapshot() -> Snapshot {
     // synchronization; H is published for the writer's own later loads.
     sync_.store(pack(release_seq_, version), std::memory_order_release);
   }
-  const std::uint32_t cap = primary_cap();
-  const std::size_t span = std::size_t{cap} + rehash_index_;
-  const std::size_t length =
-      COWSTATE_MUTANT(snapshot_array_capacity_only) ? span : std::max(span, std::size_t{size()});
-  heads.clear();  // the old heads are not worth the copy a growing reserve() would make
-  if (!rehashing()) {
-    // Copied straight from the table (no zero-fill first); zeros only past the capacity.
-    heads.reserve(length);
-    heads.assign(primary_.begin(), primary_.end());
-    heads.resize(length, 0);
-  } else {
-    heads.assign(length, 0);
-    // Buckets [rehash_index, cap) of the old table, then the new table's two halves that
-    // old buckets [0, rehash_index) moved to.
-    std::copy(primary_.begin() + rehash_index_, primary_.end(), heads.begin());
-    std::copy(rehash_.begin(), rehash_.begin() + rehash_index_,
-              heads.begin() + (cap - rehash_index_));
-    std::copy(rehash_.begin() + cap, rehash_.begin() + cap + rehash_index_, heads.begin() + cap);
-  }
-  COWSTATE_ASSERT(heads.size() >= size() || COWSTATE_MUTANT(snapshot_array_capacity_only), "I9",
-                  "snapshot array shorter than the map");
-  COWSTATE_ASSERT(heads.size() >= span, "I9", "snapshot array missing a bucket");
-  // Every slot allocated so far holds a live entry, a retired one or nothing (I12), and the
-  // live ones are exactly those reachable from the tables, i.e. the snapshot's (I5, I10).
-  // So the snapshot's entries are the allocated slots less these, which the scan visits
-  // without reading the heads back. Usually few: a copy of the free list and the indices
-  // of the retired entries, not a pass over the pool.
-  std::vector<std::uint32_t> vacant = vacant_slots();
-  const std::size_t slot_limit = pool_.slots_allocated();
-  COWSTATE_ASSERT(size() + vacant.size() == slot_limit, "I12",
-                  "live + retired + free slots differ from the slots allocated");
-  return Snapshot(this, version, size(), static_cast<std::uint32_t>(slot_limit), std::move(heads),
-                  std::move(vacant));
+  if (rehashing()) COWSTATE_PROBE("cow.snapshot_during_rehash");
+  // H covers this snapshot from here on, so every segment in the directories copied below
+  // (all born before `version`) is copied before the writer next writes into it (I13). The
+  // copies read only what the writer alone writes, so no other thread can interleave with
+  // them in a way that matters: no yield point here.
+  const bool both = rehashing() && !COWSTATE_MUTANT(snapshot_primary_directory_only);
+  Snapshot snap(this, version, size(), primary_.view(), both ? rehash_.view() : Table::View{},
+                both ? rehash_index_ : 0, live_slots_.view());
+  COWSTATE_ASSERT(snap.bucket_span() == primary_cap() + rehash_index_ ||
+                      COWSTATE_MUTANT(snapshot_primary_directory_only),
+                  "I9", "a snapshot's directories miss a bucket of the map");
+  return snap;
 }
 
 template <class K, class N, class S, class H>
-bool CowStateMap<K, N, S, H>::release_snapshot(std::uint32_t version,
-                                               std::vector<std::uint32_t>&& heads) {
-  std::vector<std::uint32_t> dropped;  // freed after the lock
+bool CowStateMap<K, N, S, H>::release_snapshot(std::uint32_t version) {
   std::lock_guard<std::mutex> lock(mu_);
-  // The larger array is kept (both are at least the size of the map they were taken of).
-  if (heads.capacity() > spare_heads_.capacity()) {
-    dropped = std::exchange(spare_heads_, std::move(heads));
-    spare_heads_bytes_.store(spare_heads_.capacity() * sizeof(std::uint32_t),
-                             std::memory_order_relaxed);
-  }
   auto it = std::find(live_versions_.begin(), live_versions_.end(), version);
   if (it == live_versions_.end()) return false;
   live_versions_.erase(it);
@@ -1241,8 +1408,8 @@ template <class K, class N, class S, class H>
 template <class F>
 void CowStateMap<K, N, S, H>::for_each(F&& fn) const {
   for (const Table* t : {&primary_, &rehash_}) {
-    for (std::uint32_t head : *t) {
-      for (std::uint32_t i = head; i != 0; i = at(i).next) {
+    for (std::size_t b = 0; b < t->size(); ++b) {
+      for (std::uint32_t i = (*t)[b]; i != 0; i = at(i).next) {
         const Entry& e = at(i);
         fn(e.key, e.ns, state_ref(e));
       }
@@ -1272,9 +1439,12 @@ std::size_t CowStateMap<K, N, S, H>::visit_incremental(VisitCursor& cursor, std:
       c.bucket = 0;
       continue;
     }
-    const std::uint32_t* heads = t.data();
-    const std::size_t stop = std::min(t.size(), c.bucket + buckets_left);
-    const std::size_t b = detail::next_nonempty_bucket(heads, c.bucket, stop);
+    // Within the segment holding c.bucket: its buckets are contiguous.
+    const std::size_t base = c.bucket & ~((std::size_t{1} << t.shift()) - 1);
+    const std::uint32_t* heads = t.address(base);
+    const std::size_t stop =
+        std::min({t.size(), base + (std::size_t{1} << t.shift()), c.bucket + buckets_left});
+    const std::size_t b = base + detail::next_nonempty_bucket(heads, c.bucket - base, stop - base);
     const std::size_t skipped = b - c.bucket;
     buckets_left -= skipped;
     c.bucket = static_cast<std::uint32_t>(b);
@@ -1282,7 +1452,7 @@ std::size_t CowStateMap<K, N, S, H>::visit_incremental(VisitCursor& cursor, std:
     --buckets_left;
     ++c.bucket;
     decisions.clear();
-    for (std::uint32_t i = heads[b]; i != 0; i = at(i).next) {
+    for (std::uint32_t i = t[b]; i != 0; i = at(i).next) {
       const Entry& e = at(i);
       VisitResult<S> r = fn(static_cast<const K&>(e.key), static_cast<const N&>(e.ns),
                             static_cast<const S&>(state_ref(e)));
@@ -1374,6 +1544,41 @@ bool CowStateMap<K, N, S, H>::check_invariants(std::string* why) const {
     return fail("I5", "sizes " + std::to_string(primary_size_) + "+" +
                           std::to_string(rehash_size_) + " but reachable " +
                           std::to_string(counts[0]) + "+" + std::to_string(counts[1]));
+  }
+  std::size_t marked = 0;
+  for (std::size_t word = 0; word < live_slots_.size(); ++word) {
+    marked += static_cast<std::size_t>(std::popcount(live_slots_[word]));
+  }
+  for (std::uint32_t i = 1; i < seen.size(); ++i) {
+    if ((seen[i] != 0) != slot_live(i)) {
+      return fail("I12", "pool slot " + std::to_string(i) +
+                             (seen[i] != 0 ? " holds a live entry the live-slot bitmap lacks"
+                                           : " is marked live but no table reaches it"));
+    }
+  }
+  if (marked != counts[0] + counts[1]) {
+    return fail("I12", "the live-slot bitmap marks " + std::to_string(marked) + " slots, " +
+                           std::to_string(counts[0] + counts[1]) + " entries are live");
+  }
+  for (const auto* t : {&primary_, &rehash_}) {
+    for (std::size_t seg = 0; seg < t->segments(); ++seg) {
+      if (t->birth(seg) > map_version_) return fail("I13", "a segment born after the map version");
+    }
+  }
+  for (std::size_t seg = 0; seg < live_slots_.segments(); ++seg) {
+    if (live_slots_.birth(seg) > map_version_) {
+      return fail("I13", "a live-slot segment born after the map version");
+    }
+  }
+  std::size_t retired_bytes = 0;
+  for (const RetiredSegment& r : retired_segments_) {
+    if (r.birth >= r.retired_at)
+      return fail("I10", "retired segment born at or after its retirement");
+    retired_bytes += r.bytes;
+  }
+  if (retired_bytes != retired_segment_bytes_) {
+    return fail("I10", "retired segment bytes counted " + std::to_string(retired_segment_bytes_) +
+                           ", held " + std::to_string(retired_bytes));
   }
   std::sort(keys.begin(), keys.end());
   if (std::adjacent_find(keys.begin(), keys.end()) != keys.end()) {

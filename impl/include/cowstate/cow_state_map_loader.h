@@ -35,7 +35,7 @@ class CowStateMap<K, N, S, H>::Loader {
   void add(const K& key, const N& ns, S state) {
     COWSTATE_YIELD("map.insert_new");
     const std::uint32_t hash = map_.hash_(key, ns);
-    const std::uint32_t idx = map_.emplace_entry(hash, key, ns, std::move(state), 0);
+    const std::uint32_t idx = map_.emplace_entry(hash, key, ns, std::move(state), 0, 0);
     COWSTATE_ASSERT(idx == hashes_.size(), "I12", "a loaded entry off the pool's next slot");
     hashes_.push_back(hash);
     ++map_.primary_size_;
@@ -74,7 +74,7 @@ class CowStateMap<K, N, S, H>::Loader {
     for (std::uint32_t i = 1; i < n; ++i) {
       if (i + kAhead < n) {
         const std::uint32_t ahead = hashes_[i + kAhead] & mask;
-        __builtin_prefetch(&t[ahead], 1);
+        __builtin_prefetch(t.address(ahead), 1);
         __builtin_prefetch(&eighths[ahead], 1);
       }
       const std::uint32_t hash = hashes_[i];
@@ -88,7 +88,7 @@ class CowStateMap<K, N, S, H>::Loader {
       }
       eighths[b] |= eighth;
       e.next = COWSTATE_MUTANT(load_drops_chain_tail) ? 0 : t[b];
-      t[b] = i;
+      *t.address_for_write(b) = i;  // no snapshot was ever taken (load's REQUIRES)
     }
     return std::nullopt;
   }
@@ -96,10 +96,14 @@ class CowStateMap<K, N, S, H>::Loader {
   // Frees every loaded entry: the map is empty again, as before load().
   void discard() {
     for (std::uint32_t i = 1; i < hashes_.size(); ++i) {
-      if constexpr (!kInline) map_.free_state(map_.at(i).state);
+      if constexpr (!kInline) {
+        map_.heap_.on_free_live(*map_.at(i).state);
+        map_.free_state(map_.at(i).state);
+      }
+      map_.mark_vacant(i, 0);
       map_.free_entry(i);
     }
-    std::fill(map_.primary_.begin(), map_.primary_.end(), 0);
+    map_.reset_primary(map_.primary_cap());
     map_.primary_size_ = 0;
   }
 
@@ -116,11 +120,7 @@ typename CowStateMap<K, N, S, H>::Loader CowStateMap<K, N, S, H>::load(std::size
   const std::uint64_t want = std::min<std::uint64_t>(count + count / 3 + 1, max_capacity_);
   const std::uint32_t cap =
       std::clamp(round_pow2(static_cast<std::uint32_t>(want)), min_capacity_, max_capacity_);
-  if (cap != primary_cap()) {
-    primary_.assign(cap, 0);
-    primary_mask_ = cap - 1;
-    threshold_ = threshold_for(cap);
-  }
+  if (cap != primary_cap()) reset_primary(cap);
   return Loader(*this, count);
 }
 

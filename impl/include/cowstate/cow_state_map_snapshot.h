@@ -70,19 +70,19 @@ class CowStateMapSnapshot {
    private:
     static constexpr std::uint32_t kPrefetchDistance = 16;
     void advance_bucket(std::size_t from) {
-      const auto& heads = snap_->heads_;
-      for (std::size_t b = from; b < heads.size(); ++b) {
-        if (b + kPrefetchDistance < heads.size()) {
-          const std::uint32_t ahead = heads[b + kPrefetchDistance];
+      const std::size_t span = snap_->bucket_span();
+      for (std::size_t b = from; b < span; ++b) {
+        if (b + kPrefetchDistance < span) {
+          const std::uint32_t ahead = snap_->head(b + kPrefetchDistance);
           if (ahead != 0) __builtin_prefetch(&snap_->map_->at(ahead));
         }
-        if (heads[b] != 0) {
+        if (const std::uint32_t head = snap_->head(b); head != 0) {
           bucket_ = b;
-          current_ = heads[b];
+          current_ = head;
           return;
         }
       }
-      bucket_ = heads.size();
+      bucket_ = span;
       current_ = 0;
     }
     const CowStateMapSnapshot* snap_ = nullptr;
@@ -92,27 +92,30 @@ class CowStateMapSnapshot {
 
   // Visits every frozen entry once in ascending pool-slot order rather than bucket order:
   // entries then come from nearby memory, which makes serializing a large snapshot several
-  // times faster than chasing chains across the pool. The entries are the slots allocated
-  // at the snapshot's start less its vacant ones (see snapshot()), so a bitmap of them is
-  // made from the slot count and the short vacant list: neither the heads nor the chains
-  // are read. Ascending, because boxed states were mostly allocated in slot order too and
-  // the hardware prefetchers follow ascending strides through them, which a descending
-  // scan defeats (a string-state checkpoint then writes several times slower). Move-only
-  // (it owns the bitmap).
+  // times faster than chasing chains across the pool. The entries are the slots the
+  // live-slot bitmap marked at the snapshot's start (I12), which the snapshot keeps through
+  // its copy of the bitmap's directory (I13): neither the heads nor the chains are read. Ascending,
+  // because boxed states were mostly allocated in slot order too and the hardware prefetchers
+  // follow ascending strides through them, which a descending scan defeats (a string-state
+  // checkpoint then writes several times slower). Move-only (it owns the bitmap).
   class Scan {
    public:
     Scan() = default;
     explicit Scan(const CowStateMapSnapshot* s) : map_(s->map_) {
-      pending_ = detail::occupied_slots(s->slot_limit_, s->vacant_);
-      // Pairs with the count taken at the start: a slot listed twice (free and retired, or
-      // twice free) would leave an entry of another snapshot in the bitmap.
+      pending_.resize(s->live_.size());
       std::size_t entries = 0;
-      for (const std::uint64_t w : pending_) entries += static_cast<std::size_t>(std::popcount(w));
+      for (std::size_t w = 0; w < pending_.size(); ++w) {
+        pending_[w] = s->live_[w];
+        entries += static_cast<std::size_t>(std::popcount(pending_[w]));
+      }
+      // Pairs with the size taken at the start: a bit the writer changed in a segment the
+      // snapshot shares would show here as a count that differs.
       COWSTATE_ASSERT(entries == s->size_, "I12",
-                      "the snapshot's slots do not add up to its size (a slot vacant twice)");
+                      "the snapshot's live slots do not add up to its size");
 #if defined(COWSTATE_MUTANTS) && COWSTATE_MUTANTS
       heads_.assign(pending_.size(), 0);
-      for (const std::uint32_t head : s->heads_) {
+      for (std::size_t b = 0; b < s->bucket_span(); ++b) {
+        const std::uint32_t head = s->head(b);
         if (head != 0) heads_[head / 64] |= std::uint64_t{1} << (head % 64);
       }
 #endif
@@ -230,9 +233,10 @@ class CowStateMapSnapshot {
       : map_(std::exchange(o.map_, nullptr)),
         version_(o.version_),
         size_(o.size_),
-        slot_limit_(o.slot_limit_),
-        heads_(std::move(o.heads_)),
-        vacant_(std::move(o.vacant_)),
+        primary_(std::move(o.primary_)),
+        rehash_(std::move(o.rehash_)),
+        rehash_index_(o.rehash_index_),
+        live_(std::move(o.live_)),
         released_(o.released_.load(std::memory_order_relaxed)) {}
   CowStateMapSnapshot& operator=(CowStateMapSnapshot&& o) noexcept {
     if (this != &o) {
@@ -240,9 +244,10 @@ class CowStateMapSnapshot {
       map_ = std::exchange(o.map_, nullptr);
       version_ = o.version_;
       size_ = o.size_;
-      slot_limit_ = o.slot_limit_;
-      heads_ = std::move(o.heads_);
-      vacant_ = std::move(o.vacant_);
+      primary_ = std::move(o.primary_);
+      rehash_ = std::move(o.rehash_);
+      rehash_index_ = o.rehash_index_;
+      live_ = std::move(o.live_);
       released_.store(o.released_.load(std::memory_order_relaxed), std::memory_order_relaxed);
     }
     return *this;
@@ -276,29 +281,47 @@ class CowStateMapSnapshot {
   // Idempotent; any thread. After it returns the snapshot must not be iterated.
   void release() {
     if (map_ == nullptr || released_.exchange(true, std::memory_order_acq_rel)) return;
-    map_->release_snapshot(version_, std::move(heads_));
+    map_->release_snapshot(version_);
   }
 
  private:
   friend class CowStateMap<K, N, S, Hash>;
   friend struct CowStateMapAccess;
-  CowStateMapSnapshot(Map* map, std::uint32_t version, std::size_t size, std::uint32_t slot_limit,
-                      std::vector<std::uint32_t> heads, std::vector<std::uint32_t> vacant)
+  using TableView = typename Map::Table::View;
+  using LiveView = typename Map::LiveSlots::View;
+  CowStateMapSnapshot(Map* map, std::uint32_t version, std::size_t size, TableView primary,
+                      TableView rehash, std::uint32_t rehash_index, LiveView live)
       : map_(map),
         version_(version),
         size_(size),
-        slot_limit_(slot_limit),
-        heads_(std::move(heads)),
-        vacant_(std::move(vacant)) {}
+        primary_(std::move(primary)),
+        rehash_(std::move(rehash)),
+        rehash_index_(rehash_index),
+        live_(std::move(live)) {
+    COWSTATE_ASSERT(rehash_index_ == 0 || rehash_.size() == primary_.size() * 2, "I8",
+                    "a snapshot's rehash directory not twice its primary");
+  }
+
+  // The buckets as the snapshot sees them, flattened: old-table buckets
+  // [rehash_index, capacity), then the new table's buckets [0, rehash_index) and
+  // [capacity, capacity + rehash_index), which old buckets [0, rehash_index) moved to (I9).
+  std::size_t bucket_span() const noexcept { return primary_.size() + rehash_index_; }
+  std::uint32_t head(std::size_t j) const noexcept {
+    const std::size_t cap = primary_.size();
+    if (j < cap - rehash_index_) return primary_[rehash_index_ + j];
+    if (j < cap) return rehash_[j - (cap - rehash_index_)];
+    return rehash_[j];
+  }
 
   Map* map_ = nullptr;
   std::uint32_t version_ = 0;
   std::size_t size_ = 0;
-  std::uint32_t slot_limit_ = 0;      // pool slots [1, slot_limit_] existed at the start
-  std::vector<std::uint32_t> heads_;  // copied bucket heads, flattened; length >= size (I9)
-  // Pool slots in [1, slot_limit_] that were free or retired at the start: every other slot
-  // of that range holds one of the snapshot's entries. size_ + vacant_.size() = slot_limit_.
-  std::vector<std::uint32_t> vacant_;
+  // Copies of the map's directories at the start; the segments they point to are never
+  // written while the snapshot is live (I13).
+  TableView primary_;
+  TableView rehash_;  // empty unless a rehash was in flight
+  std::uint32_t rehash_index_ = 0;
+  LiveView live_;  // the live-slot bitmap: bit i, slot i holds one of the snapshot's entries
   std::atomic<bool> released_{false};
 };
 

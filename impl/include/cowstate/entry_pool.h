@@ -108,13 +108,17 @@ class EntryPool {
   std::size_t slots_allocated() const noexcept { return next_ - 1; }
   std::size_t free_slots() const noexcept { return free_.size(); }
   const std::vector<std::uint32_t>& free_list() const noexcept { return free_; }
-  // Bytes of chunk storage plus the free list.
-  std::size_t bytes_reserved() const noexcept {
+  // bytes_reserved(), recounted by walking the chunks (a deep check of the counter).
+  std::size_t bytes_recounted() const noexcept {
     std::size_t bytes = free_.capacity() * sizeof(std::uint32_t);
     for (unsigned k = 0; k < kMaxChunks; ++k) {
       if (chunks_[k] != nullptr) bytes += (std::size_t{1} << (kFirstChunkLog2 + k)) * sizeof(T);
     }
     return bytes;
+  }
+  // Bytes of chunk storage plus the free list. O(1).
+  std::size_t bytes_reserved() const noexcept {
+    return chunk_bytes_ + free_.capacity() * sizeof(std::uint32_t);
   }
 
  private:
@@ -131,6 +135,7 @@ class EntryPool {
     const unsigned k = static_cast<unsigned>(std::bit_width(j)) - kFirstChunkLog2 - 1;
     const std::size_t slots = std::size_t{1} << (kFirstChunkLog2 + k);
     chunks_[k] = detail::allocate_chunk<T>(slots);  // on a cache line
+    chunk_bytes_ += slots * sizeof(T);
     base_[k] = reinterpret_cast<std::uintptr_t>(chunks_[k]) - slots * sizeof(T);
     // Chunk k + 1 starts at slot 64 * (2^(k+1) - 1) + 1.
     end_ = static_cast<std::uint32_t>(std::min<std::uint64_t>(
@@ -142,7 +147,8 @@ class EntryPool {
   T* chunks_[kMaxChunks] = {};
   std::uintptr_t base_[kMaxChunks] = {};  // chunks_[k] minus (64 << k) slots, as an integer
   std::uint32_t next_ = 1;
-  std::uint32_t end_ = 1;  // the first slot past the newest chunk
+  std::uint32_t end_ = 1;        // the first slot past the newest chunk
+  std::size_t chunk_bytes_ = 0;  // bytes of the chunks allocated
   std::vector<std::uint32_t> free_;
 };
 

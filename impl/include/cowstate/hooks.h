@@ -4,6 +4,10 @@
 //   COWSTATE_YIELD("point")   a named place where the deterministic scheduler may run
 //                             another task in the middle of a writer operation
 //                             (only with COWSTATE_SIM_HOOKS=1).
+//   COWSTATE_PROBE("name")    a named copy-on-write event (a copy, a retirement, a
+//                             reclaim) that campaigns count for their coverage report
+//                             (only with COWSTATE_SIM_HOOKS=1; the names are the
+//                             simulator's catalog, cowstate/sim/coverage.h).
 //   COWSTATE_MUTANT(name)     true when the planted bug `name` is chosen at run time, by
 //                             the environment variable COWSTATE_MUTANT=name or by the
 //                             simulator (only with COWSTATE_MUTANTS=1; see
@@ -28,11 +32,24 @@ inline YieldFn& yield_fn() noexcept {
 inline void yield(const char* point) {
   if (YieldFn fn = yield_fn()) fn(point);
 }
+// Installed by the simulator; called at every probe with its name.
+using ProbeFn = void (*)(const char* name);
+inline ProbeFn& probe_fn() noexcept {
+  static ProbeFn fn = nullptr;
+  return fn;
+}
+inline void probe(const char* name) {
+  if (ProbeFn fn = probe_fn()) fn(name);
+}
 }  // namespace cowstate::hooks
 #define COWSTATE_YIELD(point) ::cowstate::hooks::yield(point)
+#define COWSTATE_PROBE(name) ::cowstate::hooks::probe(name)
 #else
 #define COWSTATE_YIELD(point) \
   do {                        \
+  } while (0)
+#define COWSTATE_PROBE(name) \
+  do {                       \
   } while (0)
 #endif
 
@@ -49,7 +66,7 @@ namespace cowstate::mutants {
   X(no_copy_in_rehash)                \
   X(shared_state_mutable)             \
   X(free_retired_early)               \
-  X(snapshot_array_capacity_only)     \
+  X(snapshot_primary_directory_only)  \
   X(writer_drops_chain_tail)          \
   X(reader_drops_last_entry)          \
   X(restore_global_state_ids)         \
@@ -71,7 +88,16 @@ namespace cowstate::mutants {
   X(latest_skips_newer_complete)      \
   X(torn_header_accepted)             \
   X(prune_removes_needed_file)        \
-  X(read_ignores_file_checksum)
+  X(read_ignores_file_checksum)       \
+  X(segment_written_in_place)         \
+  X(segment_freed_at_copy)            \
+  X(live_slots_written_in_place)      \
+  X(load_drops_spilled_writes)        \
+  X(spill_frees_snapshot_map)         \
+  X(cold_snapshot_reads_live)         \
+  X(accounting_forgets_retired)       \
+  X(load_loses_ttl_timestamps)        \
+  X(spill_hottest_first)
 
 enum class Mutant : std::uint8_t {
   none = 0,
@@ -151,6 +177,11 @@ inline bool keeps_map_memory_rules() noexcept {
     case Mutant::torn_header_accepted:
     case Mutant::prune_removes_needed_file:
     case Mutant::read_ignores_file_checksum:
+    case Mutant::load_drops_spilled_writes:
+    case Mutant::cold_snapshot_reads_live:
+    case Mutant::accounting_forgets_retired:
+    case Mutant::load_loses_ttl_timestamps:
+    case Mutant::spill_hottest_first:
       return true;
     default:
       return false;

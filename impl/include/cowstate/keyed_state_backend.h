@@ -77,6 +77,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -90,7 +91,9 @@
 #include "cowstate/checkpoint.h"
 #include "cowstate/cow_state_map.h"
 #include "cowstate/key_groups.h"
+#include "cowstate/metrics.h"
 #include "cowstate/serializers.h"
+#include "cowstate/spill_load_manager.h"
 #include "cowstate/state_table.h"
 #include "cowstate/status.h"
 #include "cowstate/ttl.h"
@@ -143,6 +146,8 @@ class KeyedStateHandle : public StateHandleBase {
   using TtlTable =
       StateTable<typename Backend::key_serializer, NS, TtlSS, typename Backend::key_hash>;
   using TtlMap = typename TtlTable::Map;
+  using Access = typename Table::Access;
+  using TtlAccess = typename TtlTable::Access;
 
   KeyedStateHandle(Backend* backend, std::size_t index)
       : ttl_(backend->table_at(index).meta().ttl), backend_(backend), index_(index) {
@@ -190,8 +195,9 @@ class KeyedStateHandle : public StateHandleBase {
         cleanup_key_group_ = range.start();
         cleanup_cursor_ = {};
       }
-      TtlMap& m = table.map(cleanup_key_group_);
-      if (!m.empty()) {
+      TtlMap* heap = table.heap_map(cleanup_key_group_);  // a spilled key group is skipped
+      if (heap != nullptr && !heap->empty()) {
+        TtlMap& m = *heap;
         const VisitCursor before = cleanup_cursor_;
         visited += m.visit_incremental(cleanup_cursor_, entries - visited,
                                        [&](const K&, const N&, const TtlS& s) {
@@ -210,9 +216,10 @@ class KeyedStateHandle : public StateHandleBase {
   }
 
  protected:
-  // The current key group's map. REQUIRES: a current key (B5).
-  Map& map() { return table().map(backend_->current_key_group()); }
-  TtlMap& ttl_map() { return ttl_table().map(backend_->current_key_group()); }
+  // The current key group's map, in whichever tier it is (one request counted).
+  // REQUIRES: a current key (B5).
+  [[gnu::always_inline]] Access map() { return table().access(backend_->current_key_group()); }
+  TtlAccess ttl_map() { return ttl_table().access(backend_->current_key_group()); }
   const K& key() const { return backend_->current_key(); }
   std::int64_t now() const { return backend_->ttl_time_provider().now(); }
 
@@ -275,7 +282,7 @@ class KeyedStateHandle : public StateHandleBase {
   // `usable` accepts with merge(accumulated, next) -> T, then combines the result into the
   // target's state (replacing a target state `usable` rejects).
   template <class M, class U, class F>
-  void merge_into(M& m, const N& target, std::span<const N> sources, U&& usable, F&& merge) {
+  void merge_into(M m, const N& target, std::span<const N> sources, U&& usable, F&& merge) {
     using T = typename M::state_type;
     std::optional<T> merged;
     for (const N& source : sources) {
@@ -420,12 +427,12 @@ class ListState final : public detail::KeyedStateHandle<Backend, NS, ListSeriali
   // it out (copied first when a snapshot shares it), or a new one. The element is moved in
   // through the capture; the transform's own argument is unused.
   template <class M, class T>
-  void append(M& m, T e) {
+  void append(M m, T e) {
     using L = typename M::state_type;
     m.transform(this->key(), this->ns_, 0, [&e](L& l, const int&) { l.push_back(std::move(e)); });
   }
   template <class M, class Es>
-  void append_all(M& m, Es&& es) {
+  void append_all(M m, Es&& es) {
     using L = typename M::state_type;
     m.transform(this->key(), this->ns_, 0, [&es](L& l, const int&) {
       if (l.empty()) {
@@ -520,7 +527,7 @@ class MapState final : public detail::KeyedStateHandle<Backend, NS, MapSerialize
 
  private:
   template <class M, class T>
-  void put_in(M& m, UK k, T v) {
+  void put_in(M m, UK k, T v) {
     if (auto* um = m.get_mutable(this->key(), this->ns_)) {
       (*um)[std::move(k)] = std::move(v);
     } else {
@@ -530,7 +537,7 @@ class MapState final : public detail::KeyedStateHandle<Backend, NS, MapSerialize
     }
   }
   template <class M>
-  void remove_in(M& m, const UK& k) {
+  void remove_in(M m, const UK& k) {
     const auto* current = m.get(this->key(), this->ns_);
     if (current == nullptr || current->count(k) == 0) return;  // no copy for a no-op
     auto* um = m.get_mutable(this->key(), this->ns_);
@@ -541,7 +548,7 @@ class MapState final : public detail::KeyedStateHandle<Backend, NS, MapSerialize
   std::optional<UV> ttl_get(const UK& k) {
     this->ttl_accessed();
     const std::int64_t now = this->now();
-    auto& m = this->ttl_map();
+    auto m = this->ttl_map();
     const auto* um = m.get(this->key(), this->ns_);
     if (um == nullptr) return std::nullopt;
     auto it = um->find(k);
@@ -673,26 +680,36 @@ class KeyedStateBackend {
   using key_hash = KH;
   using K = key_type;
 
-  // `clock` is the time of every state with a TTL (default: the system clock).
+  // `clock` is the time of every state with a TTL, of the request rates and of the spill
+  // manager's intervals (default: the system clock). `spill.memory_budget_bytes` > 0 gives the
+  // backend a cold tier and a spill/load manager (spill_tier.h); opening the cold tier's LMDB
+  // environment may fail (no room for its directory): the constructor then throws
+  // ColdStoreError.
   // REQUIRES: K1 and K2 for (range, max_parallelism): range within [0, max_parallelism);
-  // `clock`, if given, outlives the backend and every snapshot of it.
+  // `clock`, if given, outlives the backend and every snapshot of it;
+  // SpillLoadManager::validate(spill) is ok when a budget is given.
   explicit KeyedStateBackend(KeyGroupRange range,
                              std::int32_t max_parallelism = kDefaultMaxParallelism,
-                             MapOptions map_options = {}, const TtlTimeProvider* clock = nullptr)
+                             MapOptions map_options = {}, const TtlTimeProvider* clock = nullptr,
+                             SpillOptions spill = {})
       : range_(range),
         key_groups_(max_parallelism),
         map_options_(map_options),
-        clock_(clock != nullptr ? clock : &SystemTtlClock::instance()) {
+        clock_(clock != nullptr ? clock : &SystemTtlClock::instance()),
+        spill_options_(std::move(spill)) {
     COWSTATE_ASSERT(max_parallelism >= 1 && max_parallelism <= kUpperBoundMaxParallelism, "K1",
                     "max parallelism out of [1, 32768]");
     COWSTATE_ASSERT(range.empty() || range.end() < max_parallelism, "K2",
                     "key group range beyond max parallelism");
+    if (spill_options_.memory_budget_bytes > 0) open_spill_tier();
   }
   ~KeyedStateBackend() {
+    for (const auto& t : tables_) t->release_retired_maps();
     for (const auto& t : tables_) {
       COWSTATE_ASSERT(!t->has_live_snapshot(), "B4",
                       "backend destroyed while a snapshot of it is live");
     }
+    spill_.closing = true;  // the cold store goes whole (declared before the tables)
   }
   KeyedStateBackend(const KeyedStateBackend&) = delete;
   KeyedStateBackend& operator=(const KeyedStateBackend&) = delete;
@@ -713,6 +730,8 @@ class KeyedStateBackend {
     current_key_group_ = g;
     COWSTATE_ASSERT(range_.contains(current_key_group_), "B5", "current key group in range");
     for (StateHandleBase* h : key_switch_handles_) h->key_switched();
+    if (--check_countdown_ == 0) [[unlikely]]
+      memory_check_tick();
     return Status();
   }
   bool has_current_key() const noexcept { return current_key_.has_value(); }
@@ -791,6 +810,10 @@ class KeyedStateBackend {
   // Sync phase of a checkpoint: a map snapshot of every state in every key group that has
   // entries. Cheap (a version bump and a copy of the bucket heads per map). Writer thread.
   std::unique_ptr<BackendSnapshot> snapshot(std::uint64_t checkpoint_id) {
+    for (const auto& t : tables_) {
+      t->release_retired_maps();
+      t->flush_cold_cache();  // before the read transaction begins: it sees every write
+    }
     CheckpointHeader header;
     header.checkpoint_id = checkpoint_id;
     header.max_parallelism = max_parallelism();
@@ -807,17 +830,92 @@ class KeyedStateBackend {
         }
       }
     }
+    spill_.sync_txn.reset();  // each cold section holds it; the next checkpoint begins its own
     return std::make_unique<BackendSnapshot>(std::move(header), std::move(key_groups));
   }
 
   // Restores every registered state from `inputs` (one or several checkpoint files),
   // keeping the key groups of this backend's range. All-or-nothing (C4).
   // REQUIRES: no snapshot of this backend is live (B4).
+  // With a memory budget the restored heap maps stay under the high watermark: the key
+  // group that crosses it is spilled at once and every later one is decoded straight into
+  // the cold tier (spill_tier.h, rule 6).
   Status restore(std::span<const CheckpointInput> inputs, const RestoreOptions& options = {}) {
     for (const auto& t : tables_) {
+      t->release_retired_maps();
       COWSTATE_ASSERT(!t->has_live_snapshot(), "B4", "restore while a snapshot is live");
     }
-    return restore_state_tables(tables_, max_parallelism(), range_, KS::id, inputs, options);
+    if (manager_) {
+      spill_.restore_heap_limit = manager_->high_watermark_bytes();
+      spill_.restore_heap_bytes = 0;
+    }
+    Status st = restore_state_tables(tables_, max_parallelism(), range_, KS::id, inputs, options);
+    spill_.restore_heap_limit = std::numeric_limits<std::size_t>::max();
+    return st;
+  }
+
+  // ---- Memory accounting and the spill tier (spill_tier.h). Writer thread. ----
+
+  const SpillOptions& spill_options() const noexcept { return spill_options_; }
+  bool has_spill_tier() const noexcept { return cold_ != nullptr; }
+  // Bytes the states hold in memory (the budget's measure). O(states x key groups).
+  std::uint64_t memory_bytes() const {
+    std::uint64_t bytes = 0;
+    for (const auto& t : tables_) {
+      bytes += t->cache_bytes();
+      for (std::int32_t g = range_.start(); g <= range_.end(); ++g) bytes += t->memory(g).bytes;
+    }
+    return bytes;
+  }
+  // Per (state, key group) and per backend; folds the request rates up to now.
+  BackendMetrics metrics() {
+    fold_rates();
+    for (const auto& t : tables_) t->release_retired_maps();
+    BackendMetrics m;
+    m.budget_bytes = spill_options_.memory_budget_bytes;
+    m.spills = spill_.spills;
+    m.loads = spill_.loads;
+    for (const auto& t : tables_) {
+      m.cold_cache_bytes += t->cache_bytes();
+      m.cold_cache_hits += t->cache_hits();
+      m.cold_cache_misses += t->cache_misses();
+      m.bytes += t->cache_bytes();
+      for (std::int32_t g = range_.start(); g <= range_.end(); ++g) {
+        const KeyGroupMemory k = t->memory(g);
+        m.key_groups.push_back(KeyGroupMetrics{t->meta().name, g, k.entries, k.bytes,
+                                               k.retired_bytes, k.tier, t->rate(g).value()});
+        m.entries += k.entries;
+        m.bytes += k.bytes;
+        m.retired_bytes += k.retired_bytes;
+        if (k.tier == Tier::cold) {
+          ++m.spilled_key_groups;
+          m.cold_entries += k.entries;
+        }
+      }
+    }
+    return m;
+  }
+  // Moves one (state, key group) to the cold tier / back. REQUIRES: has_spill_tier(); the
+  // key group is in the other tier; state < state_count().
+  Status spill(std::size_t state, std::int32_t key_group) {
+    return table_at(state).spill(key_group);
+  }
+  Status load(std::size_t state, std::int32_t key_group) { return table_at(state).load(key_group); }
+  // Runs the spill/load manager now (FLIP-50's check, without waiting for the resource-check
+  // interval; the trigger interval still applies). Returns what it decided; an error when a
+  // move failed. REQUIRES: has_spill_tier().
+  Result<SpillDecision> check_memory() {
+    COWSTATE_ASSERT(manager_.has_value(), "REQUIRES", "check_memory without a memory budget");
+    return run_manager(clock_->now());
+  }
+  // The last decision the manager took that left memory over the watermark (why), or empty.
+  const std::string& last_spill_shortfall() const noexcept { return shortfall_; }
+  // Recounts every (state, key group)'s memory from scratch (deep, O(n)).
+  bool check_accounting(std::string* why = nullptr) const {
+    for (const auto& t : tables_) {
+      if (!t->check_accounting(why)) return false;
+    }
+    return true;
   }
 
   bool check_invariants(std::string* why = nullptr) const {
@@ -864,10 +962,10 @@ class KeyedStateBackend {
     if (options.ttl) {  // values stored with their last-access times
       tables_.push_back(
           std::make_unique<StateTable<KS, NS, typename detail::TtlStored<SS>::type, KH>>(
-              std::move(meta), range_, max_parallelism(), map_options_, clock_));
+              std::move(meta), range_, max_parallelism(), map_options_, clock_, &spill_));
     } else {
       tables_.push_back(std::make_unique<StateTable<KS, NS, SS, KH>>(
-          std::move(meta), range_, max_parallelism(), map_options_));
+          std::move(meta), range_, max_parallelism(), map_options_, nullptr, &spill_));
     }
     std::unique_ptr<Handle> handle = make(index);
     Handle& ref = *handle;
@@ -882,18 +980,130 @@ class KeyedStateBackend {
     return ref;
   }
 
+  void open_spill_tier() {
+    const Status valid = SpillLoadManager::validate(spill_options_);
+    COWSTATE_ASSERT(valid.ok(), "REQUIRES", valid.message().c_str());
+    Result<std::unique_ptr<ColdStore>> store = ColdStore::open(spill_options_.cold);
+    if (!store.ok()) throw ColdStoreError(store.status().message());
+    cold_ = std::move(store.value());
+    spill_.store = cold_.get();
+    spill_.cold_cache_bytes = static_cast<std::size_t>(
+        spill_options_.cold_cache_ratio * static_cast<double>(spill_options_.memory_budget_bytes));
+    manager_.emplace(spill_options_);
+    check_countdown_ = spill_options_.check_every_key_switches;
+  }
+  void fold_rates() {
+    const std::int64_t now = clock_->now();
+    for (const auto& t : tables_) {
+      for (std::int32_t g = range_.start(); g <= range_.end(); ++g) {
+        t->rate(g).fold(now, spill_options_.request_rate_half_life_ms);
+      }
+    }
+  }
+  // Every check_every_key_switches key switches: a look at the clock, and a check when due.
+  [[gnu::noinline]] void memory_check_tick() {
+    check_countdown_ = manager_ ? spill_options_.check_every_key_switches
+                                : std::numeric_limits<std::uint32_t>::max();
+    if (!manager_) return;
+    const std::int64_t now = clock_->now();
+    if (!manager_->check_due(now)) return;
+    // On the record path there is no Status to return: a failed move throws, as the cold
+    // tier's own calls do.
+    if (Result<SpillDecision> d = run_manager(now); !d.ok()) {
+      throw ColdStoreError(d.status().message());
+    }
+  }
+  // One check: candidates of both tiers, the decision, and the moves it chose.
+  Result<SpillDecision> run_manager(std::int64_t now);
+  std::vector<SpillCandidate> spill_candidates();
+
   // Set at construction.
   KeyGroupRange range_;
   KeyGroupAssigner key_groups_;  // key_group_for_hash at the max parallelism
   MapOptions map_options_;
   const TtlTimeProvider* clock_;
+  SpillOptions spill_options_;
+  // The cold tier, before the tables: it outlives them (their destructors erase their ranges).
+  std::unique_ptr<ColdStore> cold_;
+  SpillContext spill_;
 
   // Writer thread only.
+  std::optional<SpillLoadManager> manager_;
+  std::uint32_t check_countdown_ = std::numeric_limits<std::uint32_t>::max();
+  std::string shortfall_;
   std::vector<std::unique_ptr<StateTableBase>> tables_;  // registration order
   std::vector<std::unique_ptr<StateHandleBase>> handles_;
   std::vector<StateHandleBase*> key_switch_handles_;  // TTL cleanup on every key switch
   std::optional<K> current_key_;
   std::int32_t current_key_group_ = -1;
 };
+
+template <class KS, class KH>
+std::vector<SpillCandidate> KeyedStateBackend<KS, KH>::spill_candidates() {
+  fold_rates();
+  std::vector<SpillCandidate> out;
+  for (std::size_t i = 0; i < tables_.size(); ++i) {
+    StateTableBase& t = *tables_[i];
+    // A cold key group's size once loaded: its entries at the bytes per entry of the state's
+    // heap key groups.
+    std::uint64_t heap_bytes = 0;
+    std::uint64_t heap_entries = 0;
+    const std::size_t first = out.size();
+    for (std::int32_t g = range_.start(); g <= range_.end(); ++g) {
+      const KeyGroupMemory m = t.memory(g);
+      if (m.tier == Tier::heap) {
+        heap_bytes += m.bytes - m.retired_bytes;
+        heap_entries += m.entries;
+        out.push_back({i, g, m.bytes - m.retired_bytes, t.rate(g).value(), Tier::heap});
+      } else if (m.entries > 0) {
+        out.push_back({i, g, m.entries, t.rate(g).value(), Tier::cold});
+      }
+    }
+    const double per_entry =
+        heap_entries > 0 ? static_cast<double>(heap_bytes) / static_cast<double>(heap_entries)
+                         : 64.0;
+    for (std::size_t c = first; c < out.size(); ++c) {
+      if (out[c].tier == Tier::cold) {
+        out[c].bytes = static_cast<std::uint64_t>(static_cast<double>(out[c].bytes) * per_entry);
+      }
+    }
+  }
+  return out;
+}
+
+template <class KS, class KH>
+Result<SpillDecision> KeyedStateBackend<KS, KH>::run_manager(std::int64_t now) {
+  manager_->checked(now);
+  for (const auto& t : tables_) t->release_retired_maps();
+  const std::uint64_t before = memory_bytes();
+  std::vector<SpillCandidate> candidates = spill_candidates();
+  SpillDecision d = manager_->decide(now, before, candidates);
+  if (d.action == SpillAction::spill && spill_options_.cancel_checkpoint &&
+      spill_options_.cancel_checkpoints) {
+    spill_options_.cancel_checkpoints();  // FLIP-50's cancel.checkpoint
+    for (const auto& t : tables_) t->release_retired_maps();
+  }
+  for (const SpillCandidate& c : d.chosen) {
+    StateTableBase& t = *tables_[c.state];
+    Status st = c.tier == Tier::heap ? t.spill(c.key_group) : t.load(c.key_group);
+    if (!st.ok()) return st;
+  }
+  if (d.action != SpillAction::none) manager_->acted(now);
+  const std::uint64_t after = memory_bytes();
+  if (d.action == SpillAction::spill && after > manager_->high_watermark_bytes() && d.why.empty()) {
+    std::uint64_t retired = 0;
+    for (const auto& t : tables_) {
+      for (std::int32_t g = range_.start(); g <= range_.end(); ++g) {
+        retired += t->memory(g).retired_bytes;
+      }
+    }
+    d.why = std::to_string(after) + " bytes accounted after the spill, watermark " +
+            std::to_string(manager_->high_watermark_bytes()) + ": " + std::to_string(retired) +
+            " bytes are retired, held for live snapshots (spilled maps among them)";
+  }
+  shortfall_ = d.why;
+  if (spill_options_.on_decision) spill_options_.on_decision(d, candidates, before, after);
+  return d;
+}
 
 }  // namespace cowstate

@@ -63,10 +63,15 @@
 
 #include "cowstate/assert.h"
 #include "cowstate/bytes.h"
+#include "cowstate/cold_cache.h"
+#include "cowstate/cold_store.h"
 #include "cowstate/cow_state_map.h"
 #include "cowstate/hooks.h"
 #include "cowstate/key_groups.h"
+#include "cowstate/metrics.h"
+#include "cowstate/request_rate.h"
 #include "cowstate/serializers.h"
+#include "cowstate/spill_context.h"
 #include "cowstate/status.h"
 #include "cowstate/ttl.h"
 
@@ -155,11 +160,24 @@ class KeyGroupStateSnapshot {
   virtual bool released() const noexcept = 0;
 };
 
+// What one (state, key group) holds, as the metrics and the spill/load manager see it.
+struct KeyGroupMemory {
+  std::uint64_t entries = 0;
+  std::uint64_t bytes = 0;          // in memory, retired bytes included
+  std::uint64_t retired_bytes = 0;  // held only for live snapshots
+  Tier tier = Tier::heap;
+};
+
 // A state's table, without its types.
 class StateTableBase {
  public:
-  StateTableBase(StateMetaInfo meta, KeyGroupRange range, std::int32_t max_parallelism)
-      : meta_(std::move(meta)), range_(range), max_parallelism_(max_parallelism) {
+  StateTableBase(StateMetaInfo meta, KeyGroupRange range, std::int32_t max_parallelism,
+                 SpillContext* spill = nullptr)
+      : meta_(std::move(meta)),
+        range_(range),
+        max_parallelism_(max_parallelism),
+        spill_(spill),
+        rates_(static_cast<std::size_t>(range.size())) {
     COWSTATE_ASSERT(max_parallelism >= 1 && max_parallelism <= kUpperBoundMaxParallelism, "K1",
                     "max parallelism out of [1, 32768]");
     COWSTATE_ASSERT(range.empty() || range.end() < max_parallelism, "K2",
@@ -188,15 +206,49 @@ class StateTableBase {
   virtual Status read_entries(ByteReader& r, std::int32_t key_group, std::uint64_t count) = 0;
   // Fewest bytes one entry takes (bounds a count before anything is allocated).
   virtual std::size_t min_entry_size() const noexcept = 0;
-  // A live map snapshot exists in some key group (the highest required version is not 0).
+  // A live map snapshot exists in some key group (the highest required version is not 0),
+  // or a spilled map is still retired for one.
   virtual bool has_live_snapshot() const noexcept = 0;
   // Deep check of every map (CowStateMap::check_invariants).
   virtual bool check_invariants(std::string* why = nullptr) const = 0;
+
+  // Memory accounting and the spill tier (spill_tier.h has the rules). Writer thread.
+  // What key group `key_group` holds; O(1). REQUIRES: B1.
+  virtual KeyGroupMemory memory(std::int32_t key_group) const = 0;
+  // Moves key group `key_group` to the cold tier / back to a heap map. An error (the cold
+  // tier failed) leaves it where it was. REQUIRES: a cold tier; the key group is in the other
+  // tier (B1).
+  virtual Status spill(std::int32_t key_group) = 0;
+  virtual Status load(std::int32_t key_group) = 0;
+  // Frees the spilled heap maps no live snapshot reads any more, and what the heap maps
+  // retired for snapshots since released; returns how many spilled maps remain retired.
+  virtual std::size_t release_retired_maps() = 0;
+  // Recounts every key group's memory from scratch and compares it with memory() (M1, M2).
+  virtual bool check_accounting(std::string* why = nullptr) const = 0;
+  // Bytes of the cache of hot entries of spilled key groups (cold_cache.h); O(1).
+  virtual std::size_t cache_bytes() const = 0;
+  // Lookups of the cache that found the entry / did not (every cold access makes one).
+  virtual std::uint64_t cache_hits() const = 0;
+  virtual std::uint64_t cache_misses() const = 0;
+  // Writes the cache's dirty entries to the cold tier (before a checkpoint's read
+  // transaction begins).
+  virtual void flush_cold_cache() = 0;
+  // The request rate of key group `key_group` (hit on every access through a state handle).
+  RequestRate& rate(std::int32_t key_group) {
+    COWSTATE_ASSERT(range_.contains(key_group), "B1", "key group outside the table's range");
+    return rates_[static_cast<std::size_t>(key_group - range_.start())];
+  }
+
+ protected:
+  SpillContext* spill_context() const noexcept { return spill_; }
+  void hit(std::size_t index) noexcept { rates_[index].hit(); }
 
  private:
   StateMetaInfo meta_;
   KeyGroupRange range_;
   std::int32_t max_parallelism_;
+  SpillContext* spill_;
+  std::vector<RequestRate> rates_;  // by key group - range.start
 };
 
 template <class KS, class NS, class SS, class KH = KeyHash<typename KS::value_type>>
@@ -207,12 +259,21 @@ class StateTable final : public StateTableBase {
   using S = typename SS::value_type;
   using Map = CowStateMap<K, N, S>;
   static_assert(Serializer<KS, K> && Serializer<NS, N> && Serializer<SS, S>);
+  class Access;  // a key group's map in either tier, as the state handles use it
 
-  // `clock` judges expiry for full-snapshot cleanup of a TTL state (unused otherwise).
-  // REQUIRES: a clock when meta.ttl asks for full-snapshot cleanup; it outlives the table.
+  // `clock` judges expiry for full-snapshot cleanup of a TTL state (unused otherwise);
+  // `spill` is the backend's spill tier (nullptr: none).
+  // REQUIRES: a clock when meta.ttl asks for full-snapshot cleanup; it and `spill` outlive
+  // the table.
   StateTable(StateMetaInfo meta, KeyGroupRange range, std::int32_t max_parallelism,
-             MapOptions options, const TtlTimeProvider* clock = nullptr)
-      : StateTableBase(std::move(meta), range, max_parallelism), options_(options), clock_(clock) {
+             MapOptions options, const TtlTimeProvider* clock = nullptr,
+             SpillContext* spill = nullptr)
+      : StateTableBase(std::move(meta), range, max_parallelism, spill),
+        options_(options),
+        clock_(clock),
+        cold_id_(spill != nullptr && spill->store != nullptr ? spill->store->new_table_id() : 0),
+        cold_entries_(static_cast<std::size_t>(range.size()), 0) {
+    if (spill != nullptr) ++spill->tables;
     COWSTATE_ASSERT(!full_snapshot_cleanup() || clock_ != nullptr, "L1",
                     "full-snapshot TTL cleanup without a clock");
     maps_.reserve(static_cast<std::size_t>(range.size()));
@@ -220,32 +281,75 @@ class StateTable final : public StateTableBase {
     COWSTATE_ASSERT(maps_.size() == static_cast<std::size_t>(range.size()), "B1",
                     "one map per key group");
   }
+  ~StateTable() override;
 
-  // The map of key group `key_group`. Writer thread. REQUIRES: B1.
-  Map& map(std::int32_t key_group) { return *maps_[index_of(key_group)]; }
-  const Map& map(std::int32_t key_group) const { return *maps_[index_of(key_group)]; }
+  // The heap map of key group `key_group`. Writer thread. REQUIRES: B1; the key group is
+  // in the heap tier (tests and the simulator; state handles go through access()).
+  Map& map(std::int32_t key_group) {
+    Map* m = maps_[index_of(key_group)].get();
+    COWSTATE_ASSERT(m != nullptr, "B1", "the heap map of a spilled key group");
+    return *m;
+  }
+  const Map& map(std::int32_t key_group) const {
+    const Map* m = maps_[index_of(key_group)].get();
+    COWSTATE_ASSERT(m != nullptr, "B1", "the heap map of a spilled key group");
+    return *m;
+  }
+  // The heap map of key group `key_group`, or nullptr when it is spilled. REQUIRES: B1.
+  Map* heap_map(std::int32_t key_group) noexcept { return maps_[index_of(key_group)].get(); }
+  // Key group `key_group` in whichever tier it is, counting one request. REQUIRES: B1.
+  [[gnu::always_inline]] Access access(std::int32_t key_group);
 
   std::size_t size() const noexcept override {
     std::size_t n = 0;
-    for (const auto& m : maps_) n += m->size();
+    for (std::size_t i = 0; i < maps_.size(); ++i) {
+      n += maps_[i] != nullptr ? maps_[i]->size() : cold_entries_[i];
+    }
     return n;
   }
-  std::size_t size(std::int32_t key_group) const override { return map(key_group).size(); }
+  std::size_t size(std::int32_t key_group) const override {
+    const std::size_t i = index_of(key_group);
+    return maps_[i] != nullptr ? maps_[i]->size() : cold_entries_[i];
+  }
 
   std::unique_ptr<KeyGroupStateSnapshot> snapshot_key_group(std::int32_t key_group) override;
   std::unique_ptr<StateTableBase> make_empty(KeyGroupRange range) const override {
-    return std::make_unique<StateTable>(meta(), range, max_parallelism(), options_, clock_);
+    return std::make_unique<StateTable>(meta(), range, max_parallelism(), options_, clock_,
+                                        spill_context());
   }
   Status read_entries(ByteReader& r, std::int32_t key_group, std::uint64_t count) override;
   std::size_t min_entry_size() const noexcept override { return kMinEntry; }
   bool has_live_snapshot() const noexcept override {
-    return std::any_of(maps_.begin(), maps_.end(),
-                       [](const auto& m) { return m->highest_required_version() != 0; });
+    return !retired_maps_.empty() || std::any_of(maps_.begin(), maps_.end(), [](const auto& m) {
+      return m != nullptr && m->highest_required_version() != 0;
+    });
   }
   bool check_invariants(std::string* why = nullptr) const override {
     return std::all_of(maps_.begin(), maps_.end(),
-                       [why](const auto& m) { return m->check_invariants(why); });
+                       [why](const auto& m) { return m == nullptr || m->check_invariants(why); });
   }
+
+  KeyGroupMemory memory(std::int32_t key_group) const override;
+  Status spill(std::int32_t key_group) override;
+  Status load(std::int32_t key_group) override;
+  // fn(key, ns, state) for every entry of `key_group` in whichever tier it is: a spilled
+  // key group's cold range with its cached entries over it. Changes nothing (no write-back,
+  // no cache reference bit), so a checker may call it between any two operations.
+  // REQUIRES: B1.
+  template <class F>
+  void for_each_in_tier(std::int32_t key_group, F&& fn);
+  std::size_t release_retired_maps() override;
+  bool check_accounting(std::string* why = nullptr) const override;
+  std::size_t cache_bytes() const override { return cache_.bytes(); }
+  std::uint64_t cache_hits() const override { return cache_.hits(); }
+  std::uint64_t cache_misses() const override { return cache_.misses(); }
+  void flush_cold_cache() override { flush_cached(-1); }
+
+  // The cold tier's side of Access (state_table_cold.h). REQUIRES: the key group is spilled.
+  const S* cold_get(std::int32_t key_group, const K& key, const N& ns);
+  S* cold_get_mutable(std::int32_t key_group, const K& key, const N& ns);
+  void cold_put(std::int32_t key_group, const K& key, const N& ns, const S& state);
+  bool cold_remove(std::int32_t key_group, const K& key, const N& ns);
 
  private:
   static constexpr std::size_t kMinEntry =
@@ -264,24 +368,72 @@ class StateTable final : public StateTableBase {
   static constexpr bool kSizedDirect = !kDirect && kFixedPrefix && DirectSerializer<KS, K> &&
                                        DirectSerializer<NS, N> && SizedDirectSerializer<SS, S>;
   class Snapshot;
+  class ColdSnapshot;
+  // A spilled heap map that a live snapshot still reads (spill_tier.h, rule 2).
+  struct RetiredMap {
+    std::int32_t key_group;
+    std::unique_ptr<Map> map;
+  };
 
   // Whether snapshots of this table leave out expired entries and elements.
   bool full_snapshot_cleanup() const noexcept {
     return detail::kIsTtlStored<SS> && meta().ttl.has_value() && meta().ttl->full_snapshot_cleanup;
   }
+  const StateTtlConfig* snapshot_ttl() const noexcept {
+    return full_snapshot_cleanup() ? &*meta().ttl : nullptr;
+  }
 
-  std::size_t index_of(std::int32_t key_group) const {
+  [[gnu::always_inline]] std::size_t index_of(std::int32_t key_group) const {
     COWSTATE_ASSERT(range().contains(key_group), "B1", "key group outside the table's range");
     const auto i = static_cast<std::size_t>(key_group - range().start());
     COWSTATE_ASSERT(i < maps_.size(), "B1", "key group index beyond the maps");
     return i;
   }
+  ColdStore& store() const {
+    COWSTATE_ASSERT(spill_context() != nullptr && spill_context()->store != nullptr, "P1",
+                    "a cold-tier call on a backend without a cold tier");
+    return *spill_context()->store;
+  }
+  using Slot = typename ColdCache<K, N, S>::Slot;
+  // The cold key of (key group, key, ns) in key_buf_ (P2).
+  std::span<const std::byte> cold_key(std::int32_t key_group, const K& key, const N& ns);
+  // The cache slot of (key group, key, ns), fetched from the cold tier on a miss; nullptr
+  // when the key is in neither.
+  Slot* cached(std::int32_t key_group, const K& key, const N& ns);
+  // Inserts into the cache (within its share of the budget), writing back dirty victims.
+  Slot& cache_insert(std::int32_t key_group, const K& key, const N& ns, S state, bool dirty,
+                     bool in_store);
+  // Writes a dirty slot to the cold tier.
+  void write_back(Slot& slot);
+  // Writes back the dirty slots of `key_group` (-1: all).
+  void flush_cached(std::int32_t key_group);
+  // Decodes `count` records of `r` into a fresh heap map of key group slot `i`.
+  Status read_entries_heap(ByteReader& r, std::size_t i, std::int32_t key_group,
+                           std::uint64_t count);
+  // Decodes `count` records of `r` straight into the cold tier (restore over the budget).
+  Status read_entries_cold(ByteReader& r, std::size_t i, std::int32_t key_group,
+                           std::uint64_t count);
+  // Writes every entry of heap map `m` into the cold range of `key_group`.
+  void write_cold(std::int32_t key_group, const Map& m);
+  // Under the planted bug spill_frees_snapshot_map: what freeing `map` would do to its
+  // snapshots, without freeing it (state_table_cold.h).
+  void quarantine_freed(std::unique_ptr<Map> map);
 
   // Set at construction.
   MapOptions options_;
   const TtlTimeProvider* clock_;
+  std::uint32_t cold_id_;  // this table's ranges in the cold tier (P2); 0 without one
+
   // Writer thread only (the maps themselves say what snapshots may touch).
-  std::vector<std::unique_ptr<Map>> maps_;
+  std::vector<std::unique_ptr<Map>> maps_;   // nullptr: spilled
+  std::vector<std::uint64_t> cold_entries_;  // entries of each spilled key group
+  std::vector<RetiredMap> retired_maps_;
+  std::vector<std::unique_ptr<Map>> freed_maps_;  // only under spill_frees_snapshot_map
+  ByteWriter key_buf_;
+  ByteWriter value_buf_;
+  // Hot entries of the spilled key groups; a cold state is handed out from here.
+  ColdCache<K, N, S> cache_;
+  ByteWriter write_back_key_;  // a victim's cold key (key_buf_ may hold the current one)
 };
 
 // The typed snapshot of one map: the map snapshot plus a Scan that resumes across steps.
@@ -395,10 +547,17 @@ class StateTable<KS, NS, SS, KH>::Snapshot final : public KeyGroupStateSnapshot 
 template <class KS, class NS, class SS, class KH>
 std::unique_ptr<KeyGroupStateSnapshot> StateTable<KS, NS, SS, KH>::snapshot_key_group(
     std::int32_t key_group) {
-  Map& m = map(key_group);
-  if (m.empty()) return nullptr;
-  const StateTtlConfig* ttl = full_snapshot_cleanup() ? &*meta().ttl : nullptr;
+  const std::size_t i = index_of(key_group);
+  const StateTtlConfig* ttl = snapshot_ttl();
   const std::int64_t start = ttl != nullptr ? clock_->now() : 0;
+  if (maps_[i] == nullptr) {  // spilled: its read transaction (spill_tier.h, rule 3)
+    if (cold_entries_[i] == 0) return nullptr;
+    return std::make_unique<ColdSnapshot>(spill_context()->sync_read_txn(),
+                                          cold_prefix(cold_id_, key_group), cold_entries_[i], ttl,
+                                          clock_, spill_context()->store);
+  }
+  Map& m = *maps_[i];
+  if (m.empty()) return nullptr;
   auto s = std::make_unique<Snapshot>(m.snapshot(), ttl, clock_, start);
   COWSTATE_ASSERT(s->size() == m.size(), "B2", "snapshot size differs from the map's");
   return s;
@@ -408,13 +567,28 @@ template <class KS, class NS, class SS, class KH>
 Status StateTable<KS, NS, SS, KH>::read_entries(ByteReader& r, std::int32_t key_group,
                                                 std::uint64_t count) {
   const std::size_t i = index_of(key_group);
-  COWSTATE_ASSERT(maps_[i]->empty(), "B1", "decoding into a non-empty key group map");
+  COWSTATE_ASSERT(maps_[i] != nullptr && maps_[i]->empty() && cold_entries_[i] == 0, "B1",
+                  "decoding into a non-empty key group");
   if (kMinEntry > 0 && count > r.remaining() / kMinEntry) {
     return r.error_at(r.offset(), "expected at most " + std::to_string(r.remaining() / kMinEntry) +
                                       " entries of state \"" + meta().name + "\" in the " +
                                       std::to_string(r.remaining()) +
                                       " bytes left, found a count of " + std::to_string(count));
   }
+  SpillContext* ctx = spill_context();
+  if (ctx != nullptr && ctx->restore_to_cold()) return read_entries_cold(r, i, key_group, count);
+  if (Status st = read_entries_heap(r, i, key_group, count); !st.ok()) return st;
+  if (ctx == nullptr || ctx->store == nullptr) return Status();
+  // The restore's memory limit (spill_tier.h, rule 6): the key group that crosses it goes to
+  // the cold tier at once.
+  ctx->restore_heap_bytes += maps_[i]->memory_bytes();
+  if (!ctx->restore_to_cold()) return Status();
+  return spill(key_group);
+}
+
+template <class KS, class NS, class SS, class KH>
+Status StateTable<KS, NS, SS, KH>::read_entries_heap(ByteReader& r, std::size_t i,
+                                                     std::int32_t key_group, std::uint64_t count) {
   auto fresh = std::make_unique<Map>(options_);
   K key{};
   N ns{};
@@ -456,3 +630,5 @@ Status StateTable<KS, NS, SS, KH>::read_entries(ByteReader& r, std::int32_t key_
 }
 
 }  // namespace cowstate
+
+#include "cowstate/state_table_cold.h"  // IWYU pragma: export

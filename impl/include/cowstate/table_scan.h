@@ -1,7 +1,6 @@
-// Scans over a CowStateMap's tables, apart from the map so they can be read and tested on
-// their own: the first non-empty bucket from a position (the incremental visitor's and the
-// cursor's walk over the heads), and the bitmap of pool slots holding entries (the
-// snapshot scan's, cowstate/cow_state_map_snapshot.h).
+// A scan over a CowStateMap's bucket heads, apart from the map so it can be read and tested
+// on its own: the first non-empty bucket from a position (the incremental visitor's walk
+// over the heads of one segment).
 #pragma once
 
 #include <bit>
@@ -44,20 +43,4 @@ inline std::size_t next_nonempty_bucket(const std::uint32_t* heads, std::size_t 
 #endif
   return next_nonempty_bucket_scalar(heads, b, stop);
 }
-// Bit i set for each pool slot i in [1, limit] that is not listed in `vacant`: the slots
-// holding entries, when `vacant` lists the free and retired ones (I12).
-inline std::vector<std::uint64_t> occupied_slots(std::uint32_t limit,
-                                                 const std::vector<std::uint32_t>& vacant) {
-  const std::size_t words = std::size_t{limit} / 64 + 1;
-  // Slots [1, limit]: slot 0 names no entry, bits above `limit` name slots born later.
-  std::vector<std::uint64_t> bits(words, ~std::uint64_t{0});
-  bits[0] &= ~std::uint64_t{1};
-  if (limit % 64 != 63) bits[words - 1] &= (std::uint64_t{2} << (limit % 64)) - 1;
-  for (const std::uint32_t slot : vacant) {
-    COWSTATE_ASSERT(slot != 0 && slot <= limit, "I12", "a vacant slot outside the pool");
-    bits[slot / 64] &= ~(std::uint64_t{1} << (slot % 64));
-  }
-  return bits;
-}
-
 }  // namespace cowstate::detail

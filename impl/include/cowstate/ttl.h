@@ -252,6 +252,13 @@ struct TtlValue {
   friend bool operator==(const TtlValue&, const TtlValue&) = default;
 };
 
+// What a TtlValue holds on the heap is what its value holds (state_memory.h).
+template <class V>
+struct StateHeapBytes<TtlValue<V>> {
+  static constexpr bool kHasHeap = StateHeapBytes<V>::kHasHeap;
+  static std::size_t of(const TtlValue<V>& v) noexcept { return StateHeapBytes<V>::of(v.value); }
+};
+
 // Stored layout: i64 last access, then the value in VS's layout.
 template <class VS>
 struct TtlValueSerializer {

@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "core/option_items.h"
+#include "cowstate/cow_state_map.h"
 #include "cowstate/sim/backend_options.h"
 #include "cowstate/sim/random.h"
 
@@ -13,6 +14,14 @@ using detail::parse_items;
 using detail::parse_u32;
 
 namespace {
+// The bytes the maps of an empty backend of `groups` key groups account for (five states,
+// one map each per key group), measured on a map of the same capacities.
+std::uint64_t empty_backend_bytes(std::uint32_t groups, std::uint32_t initial, std::uint32_t min,
+                                  std::uint32_t max) {
+  const CowStateMap<std::uint64_t, std::int32_t, std::int64_t> m(
+      MapOptions{.initial_capacity = initial, .min_capacity = min, .max_capacity = max});
+  return std::uint64_t{5} * groups * m.memory_bytes();
+}
 // The options as `key=value` words: the weights first, then the scalars.
 constexpr const char* kWeightNames[] = {"w_value",    "w_list",        "w_map",
                                         "w_reducing", "w_aggregating", "w_checkpoint"};
@@ -50,6 +59,12 @@ constexpr BackendField kTtlFields[] = {
     {"ttl_cleanup", &BackendWorkloadOptions::ttl_cleanup},
     {"ttl_key_switch", &BackendWorkloadOptions::ttl_key_switch},
     {"ttl_full_snapshot", &BackendWorkloadOptions::ttl_full_snapshot}};
+// Written only when budget_bytes != 0, so runs without a budget print as they always did.
+constexpr BackendField kSpillFields[] = {
+    {"budget_bytes", &BackendWorkloadOptions::budget_bytes},
+    {"spill_check", &BackendWorkloadOptions::spill_check},
+    {"cold_cache_percent", &BackendWorkloadOptions::cold_cache_percent},
+    {"spill_percent", &BackendWorkloadOptions::spill_percent}};
 
 // The field named `key`, or nullptr.
 std::uint32_t* backend_field(BackendWorkloadOptions& o, std::string_view key) {
@@ -61,6 +76,9 @@ std::uint32_t* backend_field(BackendWorkloadOptions& o, std::string_view key) {
     if (key == f.name) return &(o.*f.member);
   }
   for (const BackendField& f : kTtlFields) {
+    if (key == f.name) return &(o.*f.member);
+  }
+  for (const BackendField& f : kSpillFields) {
     if (key == f.name) return &(o.*f.member);
   }
   return nullptr;
@@ -122,6 +140,22 @@ BackendWorkloadOptions BackendWorkloadOptions::swarm(std::uint64_t seed, std::ui
     o.ttl_key_switch = o.ttl_cleanup != 0 && ttl.chance(1, 3) ? 1 : 0;
     o.ttl_full_snapshot = ttl.chance(1, 2) ? 1 : 0;
   }
+  // A memory budget on half of the seeds, from its own stream: the footprint of the empty
+  // backend's maps plus a little room per map, so that spills and loads come every few
+  // dozen operations; the manager checks at every key switch or every few.
+  Prng spill(derive_seed(seed, 0x5b111));
+  if (spill.chance(1, 2)) {
+    static constexpr std::uint32_t kRoomPerMap[] = {64, 256, 1024, 4096};
+    const std::uint32_t groups = o.key_group_last - o.key_group_first + 1;
+    o.budget_bytes = static_cast<std::uint32_t>(
+        empty_backend_bytes(groups, o.initial_capacity, o.min_capacity, o.max_capacity) * 2 +
+        std::uint64_t{5} * groups * kRoomPerMap[spill.below(std::size(kRoomPerMap))]);
+    static constexpr std::uint32_t kChecks[] = {1, 1, 4, 16};
+    o.spill_check = kChecks[spill.below(std::size(kChecks))];
+    static constexpr std::uint32_t kCaches[] = {0, 5, 25};
+    o.cold_cache_percent = kCaches[spill.below(std::size(kCaches))];
+    o.spill_percent = static_cast<std::uint32_t>(spill.below(11));
+  }
   return o;
 }
 
@@ -135,6 +169,11 @@ std::string BackendWorkloadOptions::to_string() const {
   }
   if (ttl_ms != 0) {
     for (const BackendField& f : kTtlFields) {
+      out += " " + std::string(f.name) + "=" + std::to_string(this->*f.member);
+    }
+  }
+  if (budget_bytes != 0) {
+    for (const BackendField& f : kSpillFields) {
       out += " " + std::string(f.name) + "=" + std::to_string(this->*f.member);
     }
   }
@@ -161,13 +200,15 @@ std::optional<BackendWorkloadOptions> BackendWorkloadOptions::parse(std::string_
       o.max_parallelism == 0 || o.max_parallelism > 32768 || o.key_group_first > o.key_group_last ||
       o.key_group_last >= o.max_parallelism || o.ttl_update > 1 || o.ttl_visibility > 1 ||
       o.ttl_key_switch > 1 || o.ttl_full_snapshot > 1 ||
-      (o.ttl_key_switch == 1 && o.ttl_cleanup == 0)) {
+      (o.ttl_key_switch == 1 && o.ttl_cleanup == 0) || o.cold_cache_percent > 80 ||
+      o.spill_percent > 100 || o.spill_check > (1u << 30)) {
     *error =
         "options out of range (keys, namespaces, ops_max, capacities, step_entries_max, "
         "live_checkpoints_max, fault_within, io_buffer_bytes, max_parallelism and a state "
         "weight must be >= 1; async_io 0 or 1; "
         "max_capacity <= 2^30; percentages <= 100; key_group_first <= key_group_last < "
-        "max_parallelism <= 32768; TTL flags 0 or 1; ttl_key_switch=1 needs ttl_cleanup >= 1)";
+        "max_parallelism <= 32768; TTL flags 0 or 1; ttl_key_switch=1 needs ttl_cleanup >= 1; "
+        "cold_cache_percent <= 80; spill_check <= 2^30)";
     return std::nullopt;
   }
   return o;

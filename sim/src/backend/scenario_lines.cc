@@ -224,6 +224,22 @@ void power_loss_action(ScenarioReader& in, Action* a) {
   a->entry.first = in.number<std::uint64_t>("a fault position");
 }
 
+// `spill s=STATE g=G` or `load s=STATE g=G`, after the word (config budget=BYTES).
+void move_action(ScenarioReader& in, const ScenarioToken& verb, Action* a) {
+  if (in.config().budget_bytes == 0) {
+    in.fail(verb, "config budget=BYTES before a spill or load line (the spill tier needs one)",
+            "'" + verb.text + "'");
+  }
+  a->kind = verb.text == "spill" ? ActionKind::spill : ActionKind::load;
+  in.assignment("s");
+  a->state = parse_state_name(in);
+  in.assignment("g");
+  const GroupRange& r = in.config().key_groups;
+  a->x = static_cast<std::int64_t>(in.bounded("a key group of the backend's range " + range_text(r),
+                                              static_cast<std::uint64_t>(r.first),
+                                              static_cast<std::uint64_t>(r.last)));
+}
+
 void parse_writer_action(ScenarioReader& in, const ScenarioToken& verb, Action* a) {
   static const std::map<std::string, ActionKind> kWriter = {
       {"value", ActionKind::value_state},
@@ -236,11 +252,12 @@ void parse_writer_action(ScenarioReader& in, const ScenarioToken& verb, Action* 
   const bool ttl = in.config().ttl_ms != 0;
   if (ttl && verb.text == "cleanup") return cleanup_action(in, a);
   if (verb.text == "power_loss") return power_loss_action(in, a);
+  if (verb.text == "spill" || verb.text == "load") return move_action(in, verb, a);
   auto it = kWriter.find(verb.text);
   if (it == kWriter.end()) {
     in.fail(verb, std::string("a writer action of the backend workload (value, list, map, "
                               "reducing, aggregating, checkpoint, restore, ") +
-                      (ttl ? "cleanup, " : "") + "power_loss, or continue)");
+                      (ttl ? "cleanup, " : "") + "power_loss, spill, load, or continue)");
   }
   a->kind = it->second;
   if (a->kind == ActionKind::checkpoint) {
@@ -288,6 +305,9 @@ std::string print_writer_action(const Action& a) {
                             : std::string(" read=") + kReadFaultNames[a.budget] +
                                   " at=" + std::to_string(a.entry.first));
     }
+    case ActionKind::spill:
+    case ActionKind::load:
+      return " s=" + a.state.str() + " g=" + std::to_string(a.x);
     case ActionKind::cleanup:
       return " s=" + a.state +
              " n=" + (a.budget == 0 ? std::string("all") : std::to_string(a.budget));

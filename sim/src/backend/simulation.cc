@@ -87,6 +87,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/layout.h"
 #include "backend/scenario_lines.h"
 #include "core/sim_core.h"
 #include "cowstate/checkpoint.h"
@@ -185,8 +186,9 @@ Value canonical(const std::map<std::int64_t, TtlValue<std::int64_t>>& m) {
 struct SimBackend {
   SimBackend(KeyGroupRange range, std::int32_t max_parallelism, MapOptions options, bool reversed,
              const TtlTimeProvider* clock = nullptr,
-             const std::optional<StateTtlConfig>& ttl = std::nullopt)
-      : backend(std::make_unique<Backend>(range, max_parallelism, options, clock)) {
+             const std::optional<StateTtlConfig>& ttl = std::nullopt, SpillOptions spill = {})
+      : backend(
+            std::make_unique<Backend>(range, max_parallelism, options, clock, std::move(spill))) {
     Backend& b = *backend;
     const StateOptions with_ttl{ttl};
     auto reg = [&](int which) {
@@ -358,6 +360,9 @@ class BackendSimulation final : public SimCore {
     o.key_group_last = static_cast<std::uint32_t>(c.key_groups.last);
     o.async_io = c.async_io ? 1 : 0;
     o.io_buffer_bytes = c.io_buffer_bytes;
+    o.budget_bytes = static_cast<std::uint32_t>(c.budget_bytes);
+    o.spill_check = c.spill_check;
+    o.cold_cache_percent = c.cold_cache_percent;
     return scenario_options(*config.scenario, o);
   }
 
@@ -407,8 +412,14 @@ class BackendSimulation final : public SimCore {
       if (c != nullptr && c->in_step) c->write_times.insert(now());
     }
     after_step_checks();
-    if (config_.on_step) config_.on_step(step_view(t, rec));
+    if (config_.on_step) {
+      StepView v = step_view(t, rec);
+      const BackendLayout l = layout();
+      v.backend = &l;
+      config_.on_step(v);
+    }
   }
+  BackendLayout layout() const;  // for explain, below
   void after_step_checks() override;
   void check_expectation(const Expectation& e) override;
   void check_latest(const Expectation& e);
@@ -447,6 +458,25 @@ class BackendSimulation final : public SimCore {
   void state_operation(const Action& a);
   void start_checkpoint(const std::string& name);
   void scripted_restore(const Action& a);
+  // --- the spill tier (with a memory budget) ---
+  // The backend's spill options: the run's budget; `observed`: the manager's decisions are
+  // checked (the live backend's).
+  SpillOptions spill_options(bool observed);
+  // `spill s=X g=G` / `load s=X g=G`, by hand.
+  void move_key_group(const Action& a);
+  // After every check of the manager: M1 (a recount), the budget (or the reason why not)
+  // and M3 (the spill order), on the live backend.
+  void check_decision(const SpillDecision& d, const std::vector<SpillCandidate>& candidates,
+                      std::uint64_t before, std::uint64_t after);
+  // M3: the chosen heap key groups are those of the highest spill scores (FLIP-50's
+  // 0.7 size - 0.3 rate over the heap candidates, each normalised to [0, 1]).
+  void check_spill_order(const SpillDecision& d, const std::vector<SpillCandidate>& candidates);
+  // M1 on `sb`: accounted memory equals a recount from scratch.
+  void check_accounting(SimBackend& sb, const std::string& who);
+  // A backend restored under the budget: M1, and SP6 (its heap maps hold at most the high
+  // watermark plus one key group's map).
+  void check_restored_under_budget(SimBackend& sb, const std::string& who);
+  bool budgeted() const { return opts_.budget_bytes != 0; }
   void power_loss(const Action& a);
   // The backend after a power loss: reopens the storage, restores the latest checkpoint
   // (through read fault `a.budget` first, if any) and resets the model to it.
@@ -598,8 +628,10 @@ class BackendSimulation final : public SimCore {
   void compare(const BackendImage& want, const BackendImage& got, const std::string& check,
                const std::string& who);
   // A fresh backend of `range` restored from `inputs` (which must restore).
+  // `budget`: under the run's memory budget (and checked against it).
   std::unique_ptr<SimBackend> restored(const std::vector<CheckpointInput>& inputs,
-                                       KeyGroupRange range, bool reversed, const std::string& who);
+                                       KeyGroupRange range, bool reversed, const std::string& who,
+                                       bool budget = false);
   std::vector<std::byte> checkpoint_in_memory(SimBackend& sb, std::uint64_t id);
   // Restores `bytes` into `a` (and `b`), compares, and with merge_back restores the two
   // halves' own checkpoints into one backend over both.
@@ -634,10 +666,11 @@ class BackendSimulation final : public SimCore {
   bool dirty_ = true;
   bool broken_ = false;
   std::uint64_t dirty_steps_ = 0;
-  ManualTtlClock clock_;               // logical time; only the clock task moves it
-  std::optional<StateTtlConfig> ttl_;  // of count, events and attrs, if the run has one
-  std::uint32_t generated_ = 0;        // writer operations generated so far
-  bool clock_armed_ = false;           // another task stepped since the clock last moved
+  ManualTtlClock clock_;                 // logical time; only the clock task moves it
+  std::optional<StateTtlConfig> ttl_;    // of count, events and attrs, if the run has one
+  std::uint32_t generated_ = 0;          // writer operations generated so far
+  bool clock_armed_ = false;             // another task stepped since the clock last moved
+  std::uint64_t decisions_checked_ = 0;  // manager checks seen by check_decision
 };
 
 void BackendSimulation::start() {
@@ -648,8 +681,6 @@ void BackendSimulation::start() {
     trace("seed " + std::to_string(config_.seed) + " backend options " + opts_.to_string());
   }
   strategy_.begin_run(config_.seed);
-  primary_ =
-      std::make_unique<SimBackend>(range_, max_parallelism_, map_options_, false, &clock_, ttl_);
   for (const BackendStateInfo& info : backend_states()) {
     model::StateSpec spec;
     spec.kind = static_cast<model::StateKind>(static_cast<int>(info.kind) -
@@ -679,6 +710,13 @@ void BackendSimulation::start() {
   auto storage = open_storage(*fs_);
   if (!storage.ok()) throw ScenarioInvalid{0, "checkpoint storage: " + storage.status().message()};
   storage_ = std::move(*storage);
+  // After the checkpoint directory: a cold tier goes where COWSTATE_SIM_TMPDIR says too.
+  try {
+    primary_ = std::make_unique<SimBackend>(range_, max_parallelism_, map_options_, false, &clock_,
+                                            ttl_, spill_options(true));
+  } catch (const ColdStoreError& e) {
+    throw ScenarioInvalid{0, std::string("the cold tier: ") + e.what()};
+  }
   spawn("writer", "writer", TaskKind::writer, 4, [this] { writer_body(); });
   if (opts_.cancel_percent > 0) {
     spawn("releaser", "releaser", TaskKind::releaser, 1, [this] { releaser_body(*tasks_[1]); });
@@ -718,6 +756,21 @@ Action BackendSimulation::generate(Prng& rng) {
         bytes = std::min<std::uint64_t>(bytes, SimulatedFileSystem::kSectorBytes);
       a.entry.first = rng.below(8 * bytes);
     }
+    return a;
+  }
+  if (budgeted() && rng.below(100) < opts_.spill_percent) {
+    const BackendStateInfo& info = backend_states()[rng.below(backend_states().size())];
+    a.state = info.name;
+    a.x = range_.start() +
+          static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(range_.size())));
+    bool heap = false;
+    primary_->each([&](const char* name, auto& handle) {
+      if (a.state != name) return;
+      SimBackend::with_table(handle, [&](auto& table) {
+        heap = table.heap_map(static_cast<std::int32_t>(a.x)) != nullptr;
+      });
+    });
+    a.kind = heap ? ActionKind::spill : ActionKind::load;
     return a;
   }
   std::array<std::uint32_t, 6> w = opts_.weights;
@@ -855,6 +908,10 @@ void BackendSimulation::execute(const Action& a) {
       return;
     case ActionKind::power_loss:
       power_loss(a);
+      return;
+    case ActionKind::spill:
+    case ActionKind::load:
+      move_key_group(a);
       return;
     default:
       COWSTATE_ASSERT(false, "T2", "the backend writer ran a non-writer action");
@@ -996,6 +1053,9 @@ void BackendSimulation::run_cleanup(const Action& a) {
   trace("writer " + writer_text(a));
   COWSTATE_ASSERT(ttl_.has_value() && is_ttl_state(a.state), "T2",
                   "a cleanup action in a run without TTL");
+  // Incremental cleanup passes over the heap key groups only: a spilled key group's expired
+  // values go when they are read (lazy expiry) or once it is loaded and cleaned again.
+  std::set<std::int32_t> spilled;
   auto drive = [&](auto& handle) {
     if (a.budget != 0) {
       handle.run_ttl_cleanup(a.budget);
@@ -1004,7 +1064,8 @@ void BackendSimulation::run_cleanup(const Action& a) {
     auto& table = handle.ttl_table();
     std::size_t total = 1;
     for (std::int32_t g = table.range().start(); g <= table.range().end(); ++g) {
-      total += table.map(g).size();
+      if (table.heap_map(g) != nullptr) total += table.heap_map(g)->size();
+      if (table.heap_map(g) == nullptr) spilled.insert(g);
     }
     for (std::int32_t i = 0; i < table.range().size() + 2; ++i) handle.run_ttl_cleanup(total);
   };
@@ -1014,6 +1075,7 @@ void BackendSimulation::run_cleanup(const Action& a) {
   if (a.budget != 0) return;
   const BackendImage live = contents(*primary_, "the live backend");
   for (const auto& [key, v] : live.at(a.state)) {
+    if (spilled.contains(key_group_of(key.first))) continue;
     expect(live_part(a.state, v, now()) == v, "L2",
            "cleanup over every entry of " + a.state + " at time " + std::to_string(now()) +
                " left expired elements in (" + std::to_string(key.first) + ", " +
@@ -1219,6 +1281,7 @@ void BackendSimulation::serializer_body(CheckpointRecord& rec, Task& self) {
       if (!accepted_cancel(rec)) {
         expect_injected(opts_.async_io == 1 ? rec.began_op : before, rec.name + ": write",
                         rec.writer->status());
+        probe("fault.io_error");
       }
       finish_failed(rec, rec.writer->status().message());
       end_unit(self);
@@ -1247,6 +1310,7 @@ void BackendSimulation::commit(CheckpointRecord& rec) {
       expect_no_temporary(rec, at, "C7", "its commit refused the cancelled checkpoint");
     } else {
       expect_injected(opts_.async_io == 1 ? rec.began_op : at, rec.name + ": commit", committed);
+      probe("fault.io_error");
     }
     finish_failed(rec, committed.message(), at);
     return;
@@ -1269,6 +1333,7 @@ void BackendSimulation::cancel(CheckpointRecord& rec, const std::string& by) {
     return;
   }
   const CancelResult got = rec.pending->cancel();
+  if (rec.in_step) probe("cow.cancel_mid_step");
   trace(by + " cancel " + rec.name + where + ": " + cancel_result_name(got));
   CancelResult want = CancelResult::accepted;
   if (rec.cancelled == CancelResult::accepted) {
@@ -1450,7 +1515,7 @@ void BackendSimulation::verify_round_trips(CheckpointRecord& rec,
   }
   yields_enabled_ = false;
   const CheckpointInput in{rec.name, bytes, rec.id};
-  const auto same = restored({in}, range_, false, rec.name + " restored into its own range");
+  const auto same = restored({in}, range_, false, rec.name + " restored into its own range", true);
   const BackendImage got = contents(*same, rec.name);
   if (ttl_ && ttl_->full_snapshot_cleanup) rec.expected = full_snapshot_expected(rec, got);
   compare(rec.expected, got, "restore", rec.name + " restored into its range");
@@ -1495,13 +1560,16 @@ std::vector<std::byte> BackendSimulation::checkpoint_in_memory(SimBackend& sb, s
 
 std::unique_ptr<SimBackend> BackendSimulation::restored(const std::vector<CheckpointInput>& inputs,
                                                         KeyGroupRange range, bool reversed,
-                                                        const std::string& who) {
-  auto sb =
-      std::make_unique<SimBackend>(range, max_parallelism_, map_options_, reversed, &clock_, ttl_);
+                                                        const std::string& who, bool budget) {
+  budget = budget && budgeted();
+  auto sb = std::make_unique<SimBackend>(range, max_parallelism_, map_options_, reversed, &clock_,
+                                         ttl_, budget ? spill_options(true) : SpillOptions{});
   const Status st = sb->backend->restore(inputs);
   expect(st.ok(), "restore", who + ": " + st.message());
   std::string why;
-  expect(sb->backend->check_invariants(&why), "restore", who + ": " + why);
+  const bool sound = sb->backend->check_invariants(&why);  // before `why` is read
+  expect(sound, "restore", who + ": " + why);
+  if (budget) check_restored_under_budget(*sb, who);
   return sb;
 }
 
@@ -1515,7 +1583,7 @@ BackendImage BackendSimulation::contents(SimBackend& sb, const std::string& who)
                  table.range().to_string() + ", the backend's range is " + range.to_string());
       Image& image = out[name];
       for (std::int32_t g = table.range().start(); g <= table.range().end(); ++g) {
-        table.map(g).for_each([&](const Key& k, const Ns& n, const auto& s) {
+        table.for_each_in_tier(g, [&](const Key& k, const Ns& n, const auto& s) {
           expect(key_group_of(k) == g, "B6",
                  who + ": key " + std::to_string(k) + " of state " + name +
                      " is stored in key group " + std::to_string(g) + ", Flink's key group is " +
@@ -1538,6 +1606,147 @@ void BackendSimulation::compare(const BackendImage& want, const BackendImage& go
     expect(!d, check, who + ": state " + name + " differs from the model: " + d.value_or(""));
   }
   expect(w.size() == g.size(), check, who + ": holds states the model does not know");
+}
+
+// ---------------------------------------------------------------------------------------
+// The spill tier
+
+SpillOptions BackendSimulation::spill_options(bool observed) {
+  SpillOptions o;
+  if (!budgeted()) return o;
+  o.memory_budget_bytes = opts_.budget_bytes;
+  o.check_every_key_switches =
+      opts_.spill_check == 0 ? std::numeric_limits<std::uint32_t>::max() : opts_.spill_check;
+  o.cold_cache_ratio = opts_.cold_cache_percent / 100.0;
+  // The empty maps' bookkeeping takes about half of a generated budget: loads start at 70%
+  // (FLIP-50's 50% would never come) and stop short of 80%; spills start above 90%.
+  o.load_start_ratio = 0.7;
+  o.load_end_ratio = 0.8;
+  o.cold.map_size_bytes = std::size_t{1} << 26;
+  if (const char* env = std::getenv("COWSTATE_SIM_TMPDIR"); env != nullptr) {
+    o.cold.parent_directory = env;
+  }
+  if (observed) {
+    o.on_decision = [this](const SpillDecision& d, const std::vector<SpillCandidate>& candidates,
+                           std::uint64_t before,
+                           std::uint64_t after) { check_decision(d, candidates, before, after); };
+  }
+  return o;
+}
+
+void BackendSimulation::move_key_group(const Action& a) {
+  trace("writer " + writer_text(a));
+  const auto g = static_cast<std::int32_t>(a.x);
+  if (!budgeted()) invalid(*tasks_[0], writer_text(a) + " needs a memory budget (config budget=)");
+  if (!range_.contains(g)) {
+    invalid(*tasks_[0], "key group " + std::to_string(g) + " is outside the backend's key groups " +
+                            range_.to_string());
+  }
+  std::size_t index = 0;
+  bool heap = false;
+  std::size_t i = 0;
+  primary_->each([&](const char* name, auto& handle) {
+    if (a.state == name) {
+      index = i;
+      SimBackend::with_table(handle, [&](auto& table) { heap = table.heap_map(g) != nullptr; });
+    }
+    ++i;
+  });
+  const bool spill = a.kind == ActionKind::spill;
+  if (spill != heap) {
+    invalid(*tasks_[0], writer_text(a) + ": key group " + std::to_string(g) + " of state " +
+                            a.state.str() + " is in the " + (heap ? "heap" : "cold") + " tier");
+  }
+  Backend& b = *primary_->backend;
+  const Status st = spill ? b.spill(index, g) : b.load(index, g);
+  expect(st.ok(), "spill", writer_text(a) + " failed: " + st.message());
+  check_accounting(*primary_, "after " + writer_text(a));
+}
+
+void BackendSimulation::check_accounting(SimBackend& sb, const std::string& who) {
+  std::string why;
+  const bool exact = sb.backend->check_accounting(&why);  // before `why` is read
+  expect(exact, "M1", who + ": " + why);
+}
+
+void BackendSimulation::check_decision(const SpillDecision& d,
+                                       const std::vector<SpillCandidate>& candidates,
+                                       std::uint64_t before, std::uint64_t after) {
+  ++decisions_checked_;
+  if (d.action != SpillAction::none) {
+    static constexpr const char* kActions[] = {"none", "spill", "load", "swap"};
+    std::string moved;
+    for (const SpillCandidate& c : d.chosen) {
+      moved +=
+          " " + std::string(backend_states()[c.state].name) + "/" + std::to_string(c.key_group);
+    }
+    trace("manager " + std::string(kActions[static_cast<int>(d.action)]) + moved + " (" +
+          std::to_string(before) + " -> " + std::to_string(after) + " bytes)");
+  }
+  check_accounting(*primary_, "after the manager's check");
+  const std::uint64_t high = SpillLoadManager(spill_options(false)).high_watermark_bytes();
+  if (d.action == SpillAction::spill || d.action == SpillAction::none) {
+    expect(after <= high || !d.why.empty(), "M4",
+           std::to_string(after) +
+               " bytes accounted after the manager's check, above the high watermark " +
+               std::to_string(high) + ", and the manager says nothing of why");
+  }
+  if (d.action == SpillAction::spill) check_spill_order(d, candidates);
+}
+
+void BackendSimulation::check_spill_order(const SpillDecision& d,
+                                          const std::vector<SpillCandidate>& candidates) {
+  std::vector<SpillCandidate> heap;
+  for (const SpillCandidate& c : candidates) {
+    if (c.tier == Tier::heap && c.bytes > 0) heap.push_back(c);
+  }
+  if (heap.empty()) return;
+  auto [bmin, bmax] = std::minmax_element(
+      heap.begin(), heap.end(), [](const auto& x, const auto& y) { return x.bytes < y.bytes; });
+  auto [rmin, rmax] = std::minmax_element(
+      heap.begin(), heap.end(), [](const auto& x, const auto& y) { return x.rate < y.rate; });
+  const double b0 = static_cast<double>(bmin->bytes);
+  const double bspan = static_cast<double>(bmax->bytes) - b0;
+  const double r0 = rmin->rate;
+  const double rspan = rmax->rate - r0;
+  auto score = [&](const SpillCandidate& c) {
+    const double s = bspan > 0 ? (static_cast<double>(c.bytes) - b0) / bspan : 0.0;
+    const double r = rspan > 0 ? (c.rate - r0) / rspan : 0.0;
+    return 0.7 * s - 0.3 * r;
+  };
+  auto name = [](const SpillCandidate& c) {
+    return std::string(backend_states()[c.state].name) + "/" + std::to_string(c.key_group) + " (" +
+           std::to_string(c.bytes) + " bytes, rate " + std::to_string(c.rate) + ")";
+  };
+  for (const SpillCandidate& c : d.chosen) {
+    expect(c.tier == Tier::heap, "M3", "a spill round chose the cold key group " + name(c));
+    for (const SpillCandidate& o : heap) {
+      const bool also = std::any_of(d.chosen.begin(), d.chosen.end(), [&](const auto& x) {
+        return x.state == o.state && x.key_group == o.key_group;
+      });
+      expect(also || score(o) <= score(c) + 1e-9, "M3",
+             "the manager spilled " + name(c) + " and kept " + name(o) +
+                 ", whose spill score 0.7 size - 0.3 rate is higher");
+    }
+  }
+}
+
+void BackendSimulation::check_restored_under_budget(SimBackend& sb, const std::string& who) {
+  check_accounting(sb, who);
+  const std::uint64_t high = SpillLoadManager(spill_options(false)).high_watermark_bytes();
+  std::uint64_t heap = 0;
+  std::uint64_t largest = 0;
+  // The maps the restore decoded (an empty key group's map holds only its bookkeeping,
+  // which the restore's limit does not count).
+  for (const KeyGroupMetrics& k : sb.backend->metrics().key_groups) {
+    if (k.tier != Tier::heap || k.entries == 0) continue;
+    heap += k.bytes;
+    largest = std::max<std::uint64_t>(largest, k.bytes);
+  }
+  expect(heap <= high + largest, "SP6",
+         who + ": the heap maps it decoded hold " + std::to_string(heap) +
+             " bytes, above the high watermark " + std::to_string(high) +
+             " plus the largest key group's " + std::to_string(largest));
 }
 
 // A scenario's `restore c1 into A [and B [then merge]]`.
@@ -1599,6 +1808,8 @@ void BackendSimulation::power_loss(const Action& a) {
   SeededDiskChoices choices(a.extras.get().salt);
   const std::vector<std::string> decided = disk_->power_loss_after(op, choices);
   disk_base_ = disk_->operations();
+  probe("fault.power_loss");
+  if (!decided.empty()) probe("fault.crash_state");
   trace("power loss after disk operation " + std::to_string(op) + " of " + std::to_string(now_op) +
         ": " + std::to_string(decided.size()) + " pending operations decided");
   for (const std::string& line : decided) trace("  " + line);
@@ -1725,6 +1936,7 @@ BackendSimulation::Recovered BackendSimulation::recover(FileSystem& fs, const Ac
       const std::string path = out.storage->manifest_path(id);
       const std::string newest = std::filesystem::path(path).filename().string();
       arm_read_fault(*disk_, a, path, CheckpointStorage::kManifestSize, 1);
+      probe("fault.read_manifest");
       auto latest = out.storage->latest();
       trace("restart: a flipped bit in " + newest + ": " +
             (latest.ok() ? std::string("latest() passed") : scrub(latest.status().message())));
@@ -1743,8 +1955,8 @@ BackendSimulation::Recovered BackendSimulation::recover(FileSystem& fs, const Ac
              " had committed by disk operation " + std::to_string(floor ? floor->committed_op : 0));
   if (narrate) trace("restart: latest checkpoint " + got_name);
   if (out.id == 0) {
-    out.backend =
-        std::make_unique<SimBackend>(range_, max_parallelism_, map_options_, false, &clock_, ttl_);
+    out.backend = std::make_unique<SimBackend>(range_, max_parallelism_, map_options_, false,
+                                               &clock_, ttl_, spill_options(true));
     return out;
   }
   const CheckpointRecord& rec = *checkpoints_.at(out.id - 1);
@@ -1757,7 +1969,7 @@ BackendSimulation::Recovered BackendSimulation::recover(FileSystem& fs, const Ac
     bytes = std::move(*read);
   }
   out.backend = restored({CheckpointInput{rec.name, *bytes, rec.id}}, range_, false,
-                         rec.name + " restored " + after);
+                         rec.name + " restored " + after, true);
   out.image = contents(*out.backend, rec.name + " restored " + after);
   const bool settled = rec.committed || !(ttl_ && ttl_->full_snapshot_cleanup);
   compare(settled ? rec.expected : full_snapshot_expected(rec, out.image), out.image, "C8",
@@ -1832,6 +2044,7 @@ void BackendSimulation::explore_crash_states() {
                               " (disk operation " + std::to_string(op) + ")";
     SimulatedFileSystem disk(c.image);
     (void)recover(disk, Action{}, op, after, false);
+    probe("fault.crash_state");
     ++states;
   });
   yields_enabled_ = true;
@@ -1853,6 +2066,7 @@ std::optional<std::vector<std::byte>> BackendSimulation::read_through_fault(
   expect(clean.ok(), "C8",
          rec.name + "'s data file does not read: " + scrub(clean.status().message()));
   arm_read_fault(*disk_, a, path, clean->size(), 2);
+  probe(std::string("fault.read_") + kReadFaultNames[a.budget]);
   auto raw = fs_->read_file(path);
   auto stored = storage.read(id);
   const bool changed = !raw.ok() || *raw != *clean;
@@ -1904,8 +2118,10 @@ void BackendSimulation::arm_write_fault(CheckpointRecord& rec, const Action& a, 
   const std::uint64_t skip = manifest ? 0 : a.budget - 1;
   if (a.x == 0) {
     disk_->lose_write(path, skip);
+    probe("fault.lost_write");
   } else {
     disk_->misdirect_write(path, static_cast<std::uint64_t>(a.x - 1), skip);
+    probe("fault.misdirected_write");
   }
   trace(self.name + " " + action_name(a) +
         (manifest ? std::string(" manifest") : " write " + std::to_string(a.budget)) +
@@ -2099,7 +2315,11 @@ void BackendSimulation::after_step_checks() {
     // C2 at the maps themselves: nothing pins a version, nothing stays retired.
     primary_->each([&](const char* name, auto& handle) {
       SimBackend::with_table(handle, [&](auto& table) {
+        expect(table.release_retired_maps() == 0, "C2",
+               std::string("no checkpoint is in flight, yet a spilled map of state ") + name +
+                   " is still retired for a snapshot");
         for (std::int32_t g = table.range().start(); g <= table.range().end(); ++g) {
+          if (table.heap_map(g) == nullptr) continue;  // spilled
           auto& m = table.map(g);
           expect(m.highest_required_version() == 0 && m.retired_count() == 0, "C2",
                  std::string("no checkpoint is in flight, yet the map of state ") + name +
@@ -2119,6 +2339,7 @@ void BackendSimulation::after_step_checks() {
   const BackendImage live = contents(*primary_, "the live backend");
   compare(model_.backend().live(), live, "live", "the live backend");
   for (const auto& [name, image] : live) result_.stats.entries_checked += image.size();
+  if (budgeted()) check_accounting(*primary_, "the live backend");
 }
 
 void BackendSimulation::check_expectation(const Expectation& e) {
@@ -2230,6 +2451,50 @@ std::uint64_t BackendSimulation::digest() const {
   d.add(static_cast<std::uint64_t>(now()));
   d.add(clock_armed_);
   return d.h;
+}
+
+// What `cowstate explain` shows after a step: every map of the primary backend, every
+// checkpoint's map snapshots and the image a restore of it must give.
+BackendLayout BackendSimulation::layout() const {
+  BackendLayout out;
+  out.max_parallelism = max_parallelism_;
+  out.first_key_group = range_.start();
+  out.last_key_group = range_.end();
+  out.ttl = ttl_.has_value();
+  out.ttl_ms = ttl_ ? ttl_->ttl_ms : 0;
+  out.now = now();
+  for (const BackendStateInfo& info : backend_states()) {
+    out.states.emplace_back(info.name);
+    if (out.ttl && is_ttl_state(info.name)) out.ttl_stride[info.name] = stride(info.name);
+  }
+  if (primary_ != nullptr) {
+    primary_->each([&out](const std::string& name, auto& handle) {
+      SimBackend::with_table(handle, [&](const auto& table) {
+        add_map_views(out, name, table, [](const auto& state) { return canonical(state); });
+      });
+    });
+  }
+  for (const auto& r : checkpoints_) {
+    CheckpointView c;
+    c.name = r->name;
+    c.id = r->id;
+    const BackendSnapshot* snapshot = r->snapshot ? r->snapshot.get()
+                                      : r->writer ? r->writer->snapshot()
+                                                  : nullptr;
+    if (snapshot != nullptr) add_map_snapshots(c, *snapshot);
+    c.bytes_written = r->writer ? r->writer->bytes_written() : 0;
+    c.finished = r->finished;
+    c.complete = r->complete;
+    c.cancelled = r->cancelled == CancelResult::accepted;
+    if (r->writer && r->writer->failed()) c.error = scrub(r->writer->status().message());
+    for (const auto& [state, image] : r->finished ? r->expected : r->image) {
+      for (const auto& [kn, v] : image) {
+        c.image.push_back({state, kn.first, kn.second, key_group_of(kn.first), v});
+      }
+    }
+    out.checkpoints.push_back(std::move(c));
+  }
+  return out;
 }
 
 }  // namespace

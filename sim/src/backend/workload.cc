@@ -5,6 +5,7 @@
 #include "backend/scenario_lines.h"
 #include "backend/simulation.h"
 #include "cowstate/sim/backend_options.h"
+#include "cowstate/sim/explain.h"
 #include "cowstate/sim/run.h"
 
 namespace cowstate::sim {
@@ -56,6 +57,11 @@ class BackendWorkload final : public WorkloadWithOptions<BackendWorkloadOptions>
     config->ttl_ms = b.ttl_ms;
     config->async_io = b.async_io == 1;
     if (config->async_io) config->io_buffer_bytes = b.io_buffer_bytes;
+    config->budget_bytes = b.budget_bytes;
+    if (b.budget_bytes != 0) {
+      config->spill_check = b.spill_check;
+      config->cold_cache_percent = b.cold_cache_percent;
+    }
     if (b.ttl_ms != 0) {
       config->ttl_read_refresh = b.ttl_update == 1;
       config->ttl_return_expired = b.ttl_visibility == 1;
@@ -64,11 +70,14 @@ class BackendWorkload final : public WorkloadWithOptions<BackendWorkloadOptions>
       config->ttl_full_snapshot = b.ttl_full_snapshot == 1;
     }
   }
-  bool narrate(const Scenario&, bool, Narration*, std::string* why_not) const override {
-    *why_not =
-        "a backend scenario; explain draws one map's buckets and chains, so it narrates map "
-        "scenarios only (run this one with `cowstate run --trace`)";
-    return false;
+  bool narrate(const Scenario& scenario, bool dot, Narration* out, std::string*) const override {
+    const Explanation e = explain_scenario(scenario);
+    if (dot) out->graphs = explain_backend_dot(e);
+    out->text = explain_backend_text(e);
+    out->model_json = explain_backend_json(e);
+    out->outcome = e.result.outcome;
+    out->check = e.result.check;
+    return true;
   }
 };
 

@@ -48,7 +48,8 @@ void print_explore_header(const nlohmann::json& campaign, const sim::ExploreOpti
 }
 
 void print_explore_records(const nlohmann::json& campaign, const sim::ExploreOptions& o,
-                           const sim::ExploreResult& r, const FailureTally& tally, double seconds) {
+                           const sim::ExploreResult& r, const FailureTally& tally, double seconds,
+                           const nlohmann::json& coverage) {
   const std::string id = campaign_id(campaign);
   for (const sim::ExploredSubtree& t : r.subtrees) {
     nlohmann::json j = record("subtree", id);
@@ -57,7 +58,8 @@ void print_explore_records(const nlohmann::json& campaign, const sim::ExploreOpt
               {"schedules", t.schedules},
               {"pruned", t.pruned},
               {"steps", t.steps},
-              {"failures", t.failures}});
+              {"failures", t.failures},
+              {"probes", t.coverage.to_json()}});
     std::cout << j.dump() << "\n";
   }
   std::map<std::uint64_t, std::uint64_t> ordinal;  // subtree -> failures listed so far
@@ -79,6 +81,8 @@ void print_explore_records(const nlohmann::json& campaign, const sim::ExploreOpt
     std::cout << j.dump() << "\n";
   }
   nlohmann::json s = record("summary", id);
+  sim::CoverageCounts probes;
+  for (const sim::ExploredSubtree& t : r.subtrees) probes += t.coverage;
   s.update({{"subtrees", r.subtrees.size()},
             {"subtrees_total", r.subtrees_total},
             {"schedules", r.schedules},
@@ -89,7 +93,9 @@ void print_explore_records(const nlohmann::json& campaign, const sim::ExploreOpt
             {"complete", r.complete},
             {"discovery_runs", r.discovery_runs},
             {"seconds", seconds},
-            {"shard", shard_json(o)}});
+            {"shard", shard_json(o)},
+            {"probes", probes.to_json()},
+            {"coverage", coverage}});
   std::cout << s.dump() << std::endl;
 }
 

@@ -23,7 +23,9 @@ nlohmann::json explore_campaign(const sim::Scenario& explored, const sim::Explor
 void print_explore_header(const nlohmann::json& campaign, const sim::ExploreOptions& o);
 // Every subtree and failure line, then the summary; `tally` holds the shrunk file and
 // replay command of each distinct failure that was shrunk.
+// `coverage`: the report (CoverageReport::to_json) the summary carries.
 void print_explore_records(const nlohmann::json& campaign, const sim::ExploreOptions& o,
-                           const sim::ExploreResult& r, const FailureTally& tally, double seconds);
+                           const sim::ExploreResult& r, const FailureTally& tally, double seconds,
+                           const nlohmann::json& coverage);
 
 }  // namespace cowstate::cli

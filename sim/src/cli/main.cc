@@ -6,8 +6,9 @@
 //   cowstate mutants   fuzzes every planted bug (mutants build) and reports time to kill
 //   cowstate run       runs scenario files (scenarios/, docs/scenario-format.md)
 //   cowstate explore   runs every interleaving of a scenario's tasks within bounds
-//   cowstate explain   narrates a scenario step by step (text, or one Graphviz graph per step)
+//   cowstate explain   narrates a scenario step by step (text, Graphviz graphs, an HTML viewer)
 //   cowstate merge     merges the JSON lines of a campaign's shards, checking they cover it
+//   cowstate checkpoint inspect|verify   looks inside checkpoint files and storage directories
 //
 // Every failure found by fuzz, explore or mutants goes through the failure pipeline
 // (failure_pipeline.h): reported, written as a case file, shrunk to a scenario file.
@@ -29,8 +30,10 @@
 #include <vector>
 
 #include "cli/campaign_id.h"
+#include "cli/checkpoint_tool.h"
 #include "cli/cli_input.h"
 #include "cli/cli_options.h"
+#include "cli/explain_html.h"
 #include "cli/explore_json.h"
 #include "cli/kill_matrix.h"
 #include "cli/merge.h"
@@ -196,6 +199,7 @@ void print_summary_json(const CampaignOptions& o, const std::string& id, const C
                          {"shard", {{"index", o.shard_index}, {"count", o.shard_count}}},
                          {"stopped_by", stop_reason_name(s.stopped_by)}};
   summary.update(cowstate::cli::stats_json(s.totals));
+  summary["coverage"] = s.coverage.to_json(coverage_reach(o.workload->scenario_language()), "run");
   std::cout << summary.dump() << std::endl;
 }
 
@@ -285,6 +289,8 @@ int cmd_fuzz(FuzzArgs a) {
   } else {
     std::printf("\n");
     print_totals(s);
+    std::printf("\n%s",
+                s.coverage.to_text(coverage_reach(o.workload->scenario_language()), "run").c_str());
     tally.print();
     if (!s.first_failure) std::printf("PASS\n");
   }
@@ -540,11 +546,17 @@ int cmd_explore(ExploreArgs a) {
   set_crash_hint("while exploring " + pasteable(a.file));
   const auto start = std::chrono::steady_clock::now();
   const ExploreResult r = explore(config, o);
-  if (!a.json) print_explored(a, r, seconds_since(start));
+  const CoverageReach language = coverage_reach(workload_of(s).scenario_language());
+  const CoverageReport coverage = explored_coverage(r, config.seed);
+  if (!a.json) {
+    print_explored(a, r, seconds_since(start));
+    std::printf("\n%s", coverage.to_text(language, "subtree").c_str());
+  }
   FailureTally tally;
   shrink_explored(a, config, r, tally);
   if (a.json) {
-    cowstate::cli::print_explore_records(campaign, o, r, tally, seconds_since(start));
+    cowstate::cli::print_explore_records(campaign, o, r, tally, seconds_since(start),
+                                         coverage.to_json(language, "subtree"));
   } else {
     tally.print();
   }
@@ -555,9 +567,10 @@ int cmd_explore(ExploreArgs a) {
 // ---------------------------------------------------------------------------------------
 // explain
 
-// Narrates one scenario: text on stdout, or one DOT file per step in out_dir (default
-// explain-<stem>/). Exits with the run's code.
-int cmd_explain(const std::string& file, const std::string& format, std::string out_dir) {
+// Narrates one scenario: text on stdout, one DOT file per step in out (default
+// explain-<stem>/), the HTML step viewer in out (default explain-<stem>.html), or the explain
+// model as JSON on stdout. Exits with the run's code.
+int cmd_explain(const std::string& file, const std::string& format, std::string out) {
   auto s = cowstate::cli::load_scenario(file, "cowstate explain");
   if (!s) return kExitUsage;
   RunConfig config;
@@ -568,18 +581,30 @@ int cmd_explain(const std::string& file, const std::string& format, std::string 
     std::fprintf(stderr, "cowstate explain: %s is %s\n", file.c_str(), why_not.c_str());
     return kExitUsage;
   }
-  if (format == "text") {
-    std::fputs(n.text.c_str(), stdout);
+  const std::string stem = "explain-" + std::filesystem::path(file).stem().string();
+  if (format == "text" || format == "json") {
+    std::fputs((format == "text" ? n.text : n.model_json + "\n").c_str(), stdout);
     return exit_code(n.outcome);
   }
-  if (out_dir.empty()) out_dir = "explain-" + std::filesystem::path(file).stem().string();
-  for (std::size_t i = 0; i < n.graphs.size(); ++i) {
-    char name[32];
-    std::snprintf(name, sizeof name, "step-%03zu.dot", i + 1);
-    if (cowstate::cli::write_file(out_dir, name, n.graphs[i]).empty()) return kExitUsage;
+  if (format == "html") {
+    const std::filesystem::path path(out.empty() ? stem + ".html" : out);
+    const std::string dir = path.has_parent_path() ? path.parent_path().string() : ".";
+    if (cowstate::cli::write_file(dir, path.filename().string(),
+                                  cowstate::cli::explain_html(n.model_json))
+            .empty()) {
+      return kExitUsage;
+    }
+    std::printf("wrote %s\n", path.string().c_str());
+  } else {
+    if (out.empty()) out = stem;
+    for (std::size_t i = 0; i < n.graphs.size(); ++i) {
+      char name[32];
+      std::snprintf(name, sizeof name, "step-%03zu.dot", i + 1);
+      if (cowstate::cli::write_file(out, name, n.graphs[i]).empty()) return kExitUsage;
+    }
+    std::printf("wrote %zu graphs to %s/ (render: dot -Tsvg -O %s/*.dot)\n", n.graphs.size(),
+                out.c_str(), out.c_str());
   }
-  std::printf("wrote %zu graphs to %s/ (render: dot -Tsvg -O %s/*.dot)\n", n.graphs.size(),
-              out_dir.c_str(), out_dir.c_str());
   std::printf("outcome: %s (exit %d)%s%s\n", outcome_name(n.outcome), exit_code(n.outcome),
               n.check.empty() ? "" : " at check ", n.check.c_str());
   return exit_code(n.outcome);
@@ -746,10 +771,14 @@ struct ExplainArgs {
 void add_explain(CLI::App& app, ExplainArgs& a) {
   auto* xp = app.add_subcommand("explain", "narrate a scenario step by step, for learners");
   xp->add_option("FILE", a.file, "scenario file")->required();
-  xp->add_option("--format", a.format, "text (stdout) or dot (one graph per step)")
-      ->check(CLI::IsMember({"text", "dot"}))
+  xp->add_option("--format", a.format,
+                 "text (stdout), dot (one graph per step), html (a step viewer page) or json "
+                 "(the explain model, stdout)")
+      ->check(CLI::IsMember({"text", "dot", "html", "json"}))
       ->capture_default_str();
-  xp->add_option("--out", a.out, "directory for dot files (default explain-<stem>/)");
+  xp->add_option("--out", a.out,
+                 "dot: a directory (default explain-<stem>/); html: a file (default "
+                 "explain-<stem>.html)");
 }
 
 void add_merge(CLI::App& app, cowstate::cli::MergeArgs& a) {
@@ -784,6 +813,8 @@ int main(int argc, char** argv) {
   add_explain(app, explain);
   cowstate::cli::MergeArgs merge;
   add_merge(app, merge);
+  cowstate::cli::CheckpointToolArgs checkpoint;
+  cowstate::cli::add_checkpoint_tool(app, checkpoint);
 
   if (!known_subcommand(app, argc, argv)) return kExitUsage;
   try {
@@ -801,5 +832,6 @@ int main(int argc, char** argv) {
   if (got("explain")) return cmd_explain(explain.file, explain.format, explain.out);
   if (got("mutants")) return cowstate::cli::run_kill_matrix(matrix);
   if (got("merge")) return cowstate::cli::run_merge(merge);
+  if (got("checkpoint")) return cowstate::cli::run_checkpoint_tool(checkpoint);
   return kExitUsage;
 }

@@ -120,6 +120,10 @@ void check_summary(const Shard& s, std::uint64_t subtrees_total, Problems* p) {
                  std::to_string(counted));
   };
   same(s.command == "explore" ? "subtrees" : "runs", m.units, s.units.size());
+  for (std::size_t i = 0; i < sim::kCoverageProbeCount; ++i) {
+    const std::string what = std::string("probe ") + sim::kCoverageProbes[i].name + " hits";
+    same(what.c_str(), m.stats.coverage.hits[i], sum.stats.coverage.hits[i]);
+  }
   same("failures", m.failures, sum.failures);
   same("steps", m.stats.steps, sum.stats.steps);
   if (s.command == "explore") {
@@ -178,6 +182,15 @@ nlohmann::json shards_json(const std::vector<Shard>& shards, double* total, doub
 
 // Every run in index order: totals, the digest of (index, outcome, trace hash), and the
 // distinct failures, each from the first run of its signature (the unsharded campaign's).
+// What any shard's workload can reach (every shard of one campaign says the same).
+sim::CoverageReach reach_of(const std::vector<Shard>& shards) {
+  sim::CoverageReach reach{};
+  for (const Shard& s : shards) {
+    for (std::size_t i = 0; i < reach.size(); ++i) reach[i] = reach[i] || s.summary->reach[i];
+  }
+  return reach;
+}
+
 void add_fuzz(const std::vector<Shard>& shards, nlohmann::json* out) {
   std::vector<const UnitRecord*> runs;
   for (const Shard& s : shards) {
@@ -188,8 +201,10 @@ void add_fuzz(const std::vector<Shard>& shards, nlohmann::json* out) {
   sim::RunStats totals;
   std::uint64_t failures = 0, digest = fnv1a("");
   DistinctFailures distinct("runs");
+  sim::CoverageReport coverage;
   for (const UnitRecord* u : runs) {
     totals += u->stats;
+    coverage.add(u->index, u->seed, u->stats.coverage);
     digest = fnv1a(std::to_string(u->index) + " " + u->outcome + " " +
                        sim::trace_hash_text(u->trace_hash) + "\n",
                    digest);
@@ -207,6 +222,7 @@ void add_fuzz(const std::vector<Shard>& shards, nlohmann::json* out) {
   (*out)["distinct_failures"] = distinct.json();
   out->update(stats_json(totals));
   (*out)["trace_digest"] = sim::trace_hash_text(digest);
+  (*out)["coverage"] = coverage.to_json(reach_of(shards), "run");
 }
 
 // Every subtree's counts, and the distinct failures, each from the first failing schedule
@@ -215,9 +231,11 @@ void add_explore(const std::vector<Shard>& shards, nlohmann::json* out) {
   std::uint64_t subtrees = 0, schedules = 0, pruned = 0, steps = 0, failures = 0;
   bool complete = true;
   std::vector<const ExploredRecord*> found;
+  sim::CoverageReport coverage;
   for (const Shard& s : shards) {
     complete = complete && s.summary->complete;
     for (const UnitRecord& u : s.units) {
+      coverage.add(u.index, 0, u.stats.coverage);
       ++subtrees;
       schedules += u.schedules;
       pruned += u.pruned;
@@ -243,6 +261,7 @@ void add_explore(const std::vector<Shard>& shards, nlohmann::json* out) {
   (*out)["steps"] = steps;
   (*out)["failures"] = failures;
   (*out)["distinct_failures"] = distinct.json();
+  (*out)["coverage"] = coverage.to_json(reach_of(shards), "subtree");
 }
 
 }  // namespace
@@ -398,6 +417,9 @@ void print_merge_summary(const nlohmann::json& m) {
   } else {
     print_explore(m);
   }
+  std::printf(
+      "\n%s",
+      sim::coverage_text(m["coverage"], m["command"] == "fuzz" ? "run" : "subtree").c_str());
   print_failures(m);
   std::printf("%s\n", u64(m, "failures") == 0 ? "PASS" : "FAIL");
 }

@@ -65,7 +65,17 @@ class Fields {
     s.entries_checked = u64("entries_checked");
     s.deep_checks = u64("deep_checks");
     s.yields = u64("yields");
+    s.coverage = probes();
     return s;
+  }
+  // The hits per coverage probe (cowstate/sim/coverage.h), by name.
+  sim::CoverageCounts probes() {
+    const nlohmann::json* v = find("probes", "an object of hits by probe");
+    if (v == nullptr) return {};
+    std::string why;
+    std::optional<sim::CoverageCounts> c = sim::CoverageCounts::from_json(*v, &why);
+    if (!c && problem_.empty()) problem_ = std::string(what_) + ": field 'probes': " + why;
+    return c.value_or(sim::CoverageCounts{});
   }
   const std::string& problem() const { return problem_; }
 
@@ -239,6 +249,7 @@ class StreamReader {
       u.pruned = f.u64("pruned");
       u.failures = f.u64("failures");
       u.stats.steps = f.u64("steps");
+      u.stats.coverage = f.probes();
       u.outcome = u.failures == 0 ? "pass" : "failure";
     } else {
       u.seed = f.u64("seed");
@@ -273,13 +284,21 @@ class StreamReader {
       s.schedules = f.u64("schedules");
       s.pruned = f.u64("pruned");
       s.stats.steps = f.u64("steps");
+      s.stats.coverage = f.probes();
       s.subtrees_total = f.u64("subtrees_total");
       s.complete = f.boolean("complete");
     } else {
       s.stats = f.stats();
       s.stopped_by = f.str("stopped_by");
     }
-    if (report(f, where)) shard().summary = s;
+    const nlohmann::json* coverage = j.contains("coverage") ? &j["coverage"] : nullptr;
+    if (!report(f, where)) return;
+    std::string why = "field 'coverage' is missing";
+    std::optional<sim::CoverageReach> reach =
+        coverage != nullptr ? sim::CoverageReport::reach_from_json(*coverage, &why) : std::nullopt;
+    if (!reach) return problem(where, "summary line: " + why);
+    s.reach = *reach;
+    shard().summary = s;
   }
 
   std::string file_;

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "cowstate/sim/coverage.h"
 #include "cowstate/sim/run.h"
 
 namespace cowstate::cli {
@@ -67,7 +68,8 @@ struct ShardSummary {
   std::uint64_t schedules = 0, pruned = 0, subtrees_total = 0;  // explore
   bool complete = true;                                         // explore
   double seconds = 0;
-  std::string stopped_by;  // fuzz: runs, time or max_failures
+  std::string stopped_by;      // fuzz: runs, time or max_failures
+  sim::CoverageReach reach{};  // the coverage report's reachable probes
 };
 
 struct Shard {

@@ -74,6 +74,7 @@ CampaignSummary run_campaign(const CampaignOptions& options,
     run.spec.trace_hash = run.result.trace_hash;
     ++summary.runs;
     summary.totals += run.result.stats;
+    summary.coverage.add(index, run.spec.seed, run.result.stats.coverage);
     const bool failed = run.result.outcome != Outcome::pass;
     if (failed) {
       ++summary.failures;

@@ -250,7 +250,8 @@ nlohmann::json stats_json(const sim::RunStats& s) {
           {"snapshots_checked", s.snapshots_checked},
           {"entries_checked", s.entries_checked},
           {"deep_checks", s.deep_checks},
-          {"yields", s.yields}};
+          {"yields", s.yields},
+          {"probes", s.coverage.to_json()}};
 }
 
 bool FailureTally::add(const sim::FailureSignature& signature, std::uint64_t run,

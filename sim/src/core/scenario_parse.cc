@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "cowstate/hooks.h"
+#include "cowstate/sim/coverage.h"
 #include "cowstate/sim/scenario.h"
 #include "cowstate/sim/scenario_reader.h"
 #include "cowstate/sim/workload.h"
@@ -57,6 +58,10 @@ const char* action_name(ActionKind kind) noexcept {
       return "cleanup";
     case ActionKind::power_loss:
       return "power_loss";
+    case ActionKind::spill:
+      return "spill";
+    case ActionKind::load:
+      return "load";
   }
   return "?";
 }
@@ -146,9 +151,13 @@ NamePool& name_pool() {
 Name::Name(std::string_view s) : id_(s.empty() ? 0 : name_pool().intern(s)) {}
 
 const std::vector<std::string>& yield_points() {
-  static const std::vector<std::string> points = {
-      "map.copy_chain_prefix", "map.insert_new",          "map.rehash_move",
-      "snapshot_writer.entry", "checkpoint_writer.entry", "checkpoint.commit"};
+  static const std::vector<std::string> points = [] {
+    std::vector<std::string> out;
+    for (const CoverageProbe& p : kCoverageProbes) {
+      if (p.kind == CoverageKind::yield) out.emplace_back(p.name);
+    }
+    return out;
+  }();
   return points;
 }
 
@@ -242,11 +251,11 @@ class Parser {
       in_.want_punct("=");
       if (!schedule_setting(key.text, c) && !map_setting(key.text, c) &&
           !backend_setting(key.text, c)) {
-        fail(
-            key,
-            "a setting (capacity, min_capacity, max_capacity, hash, schedule, seed, strategy, "
-            "pct_depth, workload, max_parallelism, key_groups, ttl, ttl_update, "
-            "ttl_visibility, ttl_cleanup, ttl_key_switch, ttl_full_snapshot, async_io, io_buffer)");
+        fail(key,
+             "a setting (capacity, min_capacity, max_capacity, hash, schedule, seed, strategy, "
+             "pct_depth, workload, max_parallelism, key_groups, ttl, ttl_update, "
+             "ttl_visibility, ttl_cleanup, ttl_key_switch, ttl_full_snapshot, async_io, io_buffer, "
+             "budget, spill_check, cold_cache)");
       }
     }
     check_config(c);
@@ -322,6 +331,14 @@ class Parser {
       c.async_io = in_.choice("'off' or 'on'", "off", "on");
     } else if (key == "io_buffer") {
       c.io_buffer_bytes = in_.positive("an async file buffer size in bytes", 1u << 20);
+    } else if (key == "budget") {
+      c.budget_bytes = in_.positive("a memory budget in bytes", 1u << 30);
+    } else if (key == "spill_check") {
+      c.spill_check = static_cast<std::uint32_t>(
+          in_.bounded("key switches between two checks of the manager (0: never)", 0, 1u << 30));
+    } else if (key == "cold_cache") {
+      c.cold_cache_percent =
+          static_cast<std::uint32_t>(in_.bounded("the cold cache's percent of the budget", 0, 80));
     } else {
       return false;
     }
@@ -337,6 +354,15 @@ class Parser {
     }
     if (c.io_buffer_bytes != d.io_buffer_bytes && !c.async_io) {
       fail(in_.first(), "async_io=on with io_buffer", "io_buffer without async_io");
+    }
+    if (c.budget_bytes != 0 && !language_.storage_faults) {
+      fail(in_.first(), "budget in a workload of keyed state",
+           "budget in a " + c.workload.str() + " scenario");
+    }
+    if ((c.spill_check != d.spill_check || c.cold_cache_percent != d.cold_cache_percent) &&
+        c.budget_bytes == 0) {
+      fail(in_.first(), "budget=BYTES with spill_check and cold_cache",
+           "a spill setting without a budget");
     }
     const bool ttl_set = c.ttl_read_refresh != d.ttl_read_refresh ||
                          c.ttl_return_expired != d.ttl_return_expired ||

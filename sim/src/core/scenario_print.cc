@@ -40,6 +40,11 @@ std::string config_text(const ScenarioConfig& c) {
   if (c.ttl_full_snapshot != d.ttl_full_snapshot) add("ttl_full_snapshot=on");
   if (c.async_io != d.async_io) add("async_io=on");
   if (c.io_buffer_bytes != d.io_buffer_bytes) add("io_buffer=" + std::to_string(c.io_buffer_bytes));
+  if (c.budget_bytes != d.budget_bytes) add("budget=" + std::to_string(c.budget_bytes));
+  if (c.spill_check != d.spill_check) add("spill_check=" + std::to_string(c.spill_check));
+  if (c.cold_cache_percent != d.cold_cache_percent) {
+    add("cold_cache=" + std::to_string(c.cold_cache_percent));
+  }
   return out.empty() ? "" : "config" + out;
 }
 

@@ -244,6 +244,9 @@ RunResult run_simulation(std::unique_ptr<SimCore> sim) {
   hooks::yield_fn() = [](const char* point) {
     if (current_sim() != nullptr) current_sim()->on_yield(point);
   };
+  hooks::probe_fn() = [](const char* name) {
+    if (current_sim() != nullptr) current_sim()->probe(name);
+  };
 #endif
   current_sim() = sim.get();
   RunResult result = sim->run();

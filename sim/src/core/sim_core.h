@@ -37,6 +37,7 @@
 
 #include "cowstate/assert.h"
 #include "cowstate/hooks.h"
+#include "cowstate/sim/coverage.h"
 #include "cowstate/sim/fiber.h"
 #include "cowstate/sim/random.h"
 #include "cowstate/sim/run.h"
@@ -166,11 +167,20 @@ class SimCore {
   // Runs the simulation to its end.
   RunResult run();
 
+  // Counts a hit of coverage probe `name` (COWSTATE_PROBE, a workload's own events, a yield
+  // point taken). Traces nothing and draws nothing. REQUIRES: a name of the catalog (T4).
+  void probe(std::string_view name) {
+    const std::optional<std::size_t> i = coverage_index(name);
+    COWSTATE_ASSERT(i.has_value(), "T4", "a coverage probe missing from the catalog");
+    ++result_.stats.coverage.hits[*i];
+  }
+
   // Called at every COWSTATE_YIELD point inside production code (all in headers, compiled
   // into the simulator's own code, so a seed's trace is the same in every build) and at the
   // workloads' own points.
   void on_yield(const char* point) {
     if (!Fiber::in_fiber() || running_ == nullptr || !yields_enabled_) return;
+    probe(point);
     ++result_.stats.yields;
     ++running_->inner_yields;
     running_->point = point;

@@ -110,6 +110,7 @@ void count_schedule(RunResult r, std::uint64_t subtree, ExploreResult* out) {
   ++t.schedules;
   out->steps += r.stats.steps;
   t.steps += r.stats.steps;
+  t.coverage += r.stats.coverage;
   if (r.abandoned) {
     ++out->pruned;
     ++t.pruned;
@@ -121,6 +122,12 @@ void count_schedule(RunResult r, std::uint64_t subtree, ExploreResult* out) {
 }
 
 }  // namespace
+
+CoverageReport explored_coverage(const ExploreResult& r, std::uint64_t seed) {
+  CoverageReport report;
+  for (const ExploredSubtree& t : r.subtrees) report.add(t.index, seed, t.coverage);
+  return report;
+}
 
 ExploreResult explore(const RunConfig& config, const ExploreOptions& options) {
   COWSTATE_ASSERT(options.shard_index < options.shard_count, "REQUIRES", "a shard of the count");

@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <utility>
 
+#include "core/explain_words.h"
 #include "cowstate/assert.h"
 #include "cowstate/sim/scenario_reader.h"
 #include "cowstate/sim/shrink.h"
@@ -15,7 +17,8 @@
 namespace cowstate::sim {
 
 ExplainStep to_explain_step(const StepView& view) {
-  COWSTATE_ASSERT(view.layout != nullptr, "REQUIRES", "on_step always passes a layout");
+  COWSTATE_ASSERT(view.layout != nullptr || view.backend != nullptr, "REQUIRES",
+                  "on_step always passes a layout");
   ExplainStep s;
   s.step = view.step;
   s.task = view.task;
@@ -25,11 +28,17 @@ ExplainStep to_explain_step(const StepView& view) {
   s.trace = view.trace;
   s.copied_entries = view.copied_entries;
   s.copied_states = view.copied_states;
-  s.layout = *view.layout;
+  if (view.layout != nullptr) s.layout = *view.layout;
+  if (view.backend != nullptr) s.backend = *view.backend;
   return s;
 }
 
 namespace {
+
+using explain_words::field_of;
+using explain_words::join;
+using explain_words::verb_of;
+using explain_words::wrap;
 
 // Whether `s` is a scheduler step a reader need not see: a task resumed after its last
 // line only to end (every action traces something; the line it shows is the stale one
@@ -65,6 +74,7 @@ std::vector<ExplainStep> reader_steps(const std::vector<ExplainStep>& scheduler_
     merged.copied_entries = s.copied_entries;
     merged.copied_states = s.copied_states;
     merged.layout = s.layout;
+    merged.backend = s.backend;
   }
   return out;
 }
@@ -79,7 +89,40 @@ Explanation explain_scenario(const Scenario& scenario) {
   COWSTATE_ASSERT(steps.size() <= e.result.stats.steps, "REQUIRES",
                   "on_step sees each scheduler step once");
   e.steps = reader_steps(steps);
+  e.notes = scenario_notes_of_file(scenario.file);
   return e;
+}
+
+std::string comment_lines(const std::vector<std::string>& lines, const std::string& indent) {
+  std::string out;
+  for (const std::string& l : lines) {
+    if (l.rfind("expect ", 0) == 0) {
+      out += indent + l + "\n";  // an expectation line, as written
+    } else {
+      out += indent + (l.empty() ? "#" : "# " + l) + "\n";
+    }
+  }
+  return out;
+}
+
+StepNotes notes_of(const Explanation& e, std::size_t i) {
+  COWSTATE_ASSERT(i < e.steps.size(), "REQUIRES", "a step of the explanation");
+  StepNotes out;
+  const int line = e.steps[i].source_line;
+  auto it = e.notes.lines.find(line);
+  if (line <= 0 || it == e.notes.lines.end()) return out;
+  const auto same_line = [&](std::size_t j) { return e.steps[j].source_line == line; };
+  bool first = true, last = true;
+  for (std::size_t j = 0; j < e.steps.size(); ++j) {
+    if (j < i && same_line(j)) first = false;
+    if (j > i && same_line(j)) last = false;
+  }
+  if (first) {
+    out.above = &it->second.above;
+    out.trailing = it->second.trailing;
+  }
+  if (last) out.after = &it->second.after;
+  return out;
 }
 
 namespace {
@@ -87,12 +130,6 @@ namespace {
 std::string key_name(const EntryKey& k) {
   std::string s = "k" + std::to_string(k.first);
   if (k.second != 0) s += "/ns" + std::to_string(k.second);
-  return s;
-}
-
-std::string join(const std::vector<std::string>& parts, const std::string& sep) {
-  std::string s;
-  for (std::size_t i = 0; i < parts.size(); ++i) s += (i ? sep : "") + parts[i];
   return s;
 }
 
@@ -113,6 +150,11 @@ const char* yield_point_meaning(const std::string& point) {
   if (point == "map.copy_chain_prefix") return "between two entries of a chain-prefix copy";
   if (point == "map.insert_new") return "after a new entry is linked, before the size is updated";
   if (point == "map.rehash_move") return "between two buckets moved by the incremental rehash";
+  if (point == "map.copy_segment") {
+    return "after a segment of bucket heads a snapshot shares was copied, before the write "
+           "into the copy";
+  }
+
   if (point == "snapshot_writer.entry") return "between two entries of one serializer step";
   return "a yield point inside production code";
 }
@@ -143,22 +185,6 @@ const SnapshotLayout* find_snapshot(const MapLayout& layout, const std::string& 
   return nullptr;
 }
 
-// The first word of a step line ("put", "step", "continue", ...).
-std::string verb_of(const std::string& action) { return action.substr(0, action.find(' ')); }
-
-// The value of `name=` in a step line, if it has one.
-std::optional<std::string> field_of(const std::string& action, const std::string& name) {
-  std::size_t at = 0;
-  while ((at = action.find(name + "=", at)) != std::string::npos) {
-    if (at == 0 || action[at - 1] == ' ') {
-      const std::size_t begin = at + name.size() + 1;
-      return action.substr(begin, action.find(' ', begin) - begin);
-    }
-    ++at;
-  }
-  return std::nullopt;
-}
-
 // The entry a keyed writer step names.
 std::optional<EntryKey> target_of(const std::string& action) {
   const auto k = field_of(action, "k");
@@ -179,6 +205,7 @@ struct StepContext {
   std::string op_action;                // that operation's step line
   std::map<std::uint32_t, const LayoutEntry*> by_slot;  // live and retired entries now
   std::set<std::uint32_t> retired_slots;
+  std::set<std::uint32_t> reused;  // slots an earlier step freed that hold an entry again
   const std::map<std::uint32_t, std::uint32_t>* next = nullptr;  // slot -> next, as last seen
 
   const MapLayout& now() const { return step->layout; }
@@ -193,6 +220,7 @@ void walk(const Explanation& e, F&& fn) {
   const MapLayout* op_start = &empty;
   std::string op_action;
   std::map<std::uint32_t, std::uint32_t> next;
+  std::set<std::uint32_t> freed;
   for (const ExplainStep& s : e.steps) {
     if (s.task == "writer" && s.action != "continue") {
       op_start = prev;
@@ -217,7 +245,15 @@ void walk(const Explanation& e, F&& fn) {
       c.retired_slots.insert(r.slot);
     }
     c.next = &next;
+    // Slots freed by an earlier step (retired, then no longer reachable) that hold a live
+    // entry again.
+    for (const auto& [slot, entry] : c.by_slot) {
+      if (!c.retired_slots.count(slot) && freed.erase(slot) > 0) c.reused.insert(slot);
+    }
     fn(static_cast<const StepContext&>(c));
+    for (const LayoutEntry& r : prev->retired) {
+      if (!c.by_slot.count(r.slot)) freed.insert(r.slot);
+    }
     prev = &s.layout;
   }
 }
@@ -237,6 +273,50 @@ std::vector<std::pair<std::size_t, std::vector<std::uint32_t>>> snapshot_chains(
     if (!chain.empty()) out.emplace_back(h, std::move(chain));
   }
   return out;
+}
+
+// The slots whose entries snapshot `s`'s serializer has written: it scans the snapshot's
+// entries in ascending pool slot order (CowStateMapSnapshot::Scan), so the first `emitted`
+// of them.
+std::set<std::uint32_t> emitted_slots(const StepContext& c, const SnapshotLayout& s) {
+  std::set<std::uint32_t> all;
+  for (const auto& [h, chain] : snapshot_chains(c, s)) all.insert(chain.begin(), chain.end());
+  std::set<std::uint32_t> out;
+  for (std::uint32_t slot : all) {
+    if (out.size() >= s.emitted) break;
+    out.insert(slot);
+  }
+  return out;
+}
+
+// What the incremental rehash did between `p` and `n`, and which freed slots were reused.
+std::string narrate_rehash_and_reuse(const StepContext& c) {
+  const MapLayout& p = *c.prev;
+  const MapLayout& n = c.now();
+  std::string text;
+  if (p.tables.size() == 1 && n.tables.size() == 2) {
+    text += " A rehash starts: the map holds more than 0.75 x " +
+            std::to_string(p.tables[0].size()) + " entries, so a table of " +
+            std::to_string(n.tables[1].size()) +
+            " buckets is allocated beside the primary; from now on every keyed operation "
+            "first moves whole old buckets into it (rehash index " +
+            std::to_string(n.rehash_index) + ").";
+  } else if (p.tables.size() == 2 && n.tables.size() == 2 && n.rehash_index > p.rehash_index) {
+    text += " The incremental rehash moved old bucket" +
+            (n.rehash_index - p.rehash_index == 1 ? " " + std::to_string(p.rehash_index)
+                                                  : "s " + std::to_string(p.rehash_index) + "-" +
+                                                        std::to_string(n.rehash_index - 1)) +
+            " to the new table (rehash index " + std::to_string(n.rehash_index) + ").";
+  } else if (p.tables.size() == 2 && n.tables.size() == 1) {
+    text += " The rehash finished: every old bucket has moved, and the table of " +
+            std::to_string(n.tables[0].size()) + " buckets is the primary now.";
+  }
+  for (std::uint32_t slot : c.reused) {
+    text += " Slot " + std::to_string(slot) +
+            ", retired until no live snapshot could see it and then freed, is reused for " +
+            key_name(c.by_slot.at(slot)->key) + ".";
+  }
+  return text;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -281,7 +361,10 @@ std::vector<std::string> copy_reasons(const StepContext& c) {
 std::string nothing_copied(const StepContext& c) {
   const std::string verb = verb_of(c.op_action);
   const std::uint32_t h = c.op_start->highest_required_version;
-  if (verb == "snapshot") return "nothing copied: a snapshot start copies only the bucket heads";
+  if (verb == "snapshot") {
+    return "nothing copied: a snapshot start copies only the directories of the bucket-head "
+           "segments";
+  }
   if (verb == "get" || verb == "contains") return "nothing copied: const reads never copy";
   if (h == 0) {
     return "nothing copied: no live snapshot can see any entry (H=0), so the map changed in "
@@ -325,8 +408,8 @@ std::string narrate_writer(const StepContext& c) {
     std::string text = "The writer starts snapshot " + name + ": the map version goes up to " +
                        std::to_string(now.map_version) + ", which is " + name +
                        "'s version, and H becomes " + std::to_string(now.highest_required_version) +
-                       ". " + name + " copies the bucket heads";
-    if (snap) text += " (" + plural(snap->heads.size(), "slot", "slots") + ")";
+                       ". " + name + " copies the directories of the bucket-head segments";
+    if (snap) text += " (" + plural(snap->heads.size(), "bucket", "buckets") + ")";
     text +=
         " and from now on shares every chain and state with the live map: while it is "
         "live, no entry with entry_version < " +
@@ -489,6 +572,7 @@ std::string narrate(const StepContext& c) {
                  ? ": no snapshot is live, so from now on every write happens in place."
                  : ".");
   }
+  text += narrate_rehash_and_reuse(c);
   if (n.retired_entries > p.retired_entries || n.retired_states > p.retired_states) {
     text +=
         " Retired now (kept only for snapshots): " + plural(n.retired_entries, "entry", "entries") +
@@ -516,27 +600,13 @@ std::string heading(const ExplainStep& s) {
   return h;
 }
 
-// Wraps a paragraph to `width` columns, each line indented.
-std::string wrap(const std::string& text, const std::string& indent, std::size_t width = 96) {
-  std::istringstream words(text);
-  std::string word, line, out;
-  while (words >> word) {
-    if (!line.empty() && indent.size() + line.size() + 1 + word.size() > width) {
-      out += indent + line + "\n";
-      line.clear();
-    }
-    line += (line.empty() ? "" : " ") + word;
-  }
-  if (!line.empty()) out += indent + line + "\n";
-  return out;
-}
-
 std::string entry_text(const LayoutEntry& e, const std::string& mark, bool first_seen) {
   std::string s = "[" + mark + key_name(e.key) + " =" + value_text(e.state) + " slot" +
-                  std::to_string(e.slot) + " e" + std::to_string(e.entry_version) + " s" +
-                  std::to_string(e.state_version);
-  if (!e.seen_by.empty())
-    s += std::string(" | ") + (first_seen ? "seen by " : "") + join(e.seen_by, ",");
+                  std::to_string(e.slot) + " ev=" + std::to_string(e.entry_version) +
+                  " sv=" + std::to_string(e.state_version);
+  if (!e.seen_by.empty()) {
+    s += std::string(" | ") + (first_seen ? "seen by " : "") + "{" + join(e.seen_by, ",") + "}";
+  }
   return s + "]";
 }
 
@@ -604,12 +674,13 @@ std::string step_text(const StepContext& c) {
            std::to_string(snap.size) + ", serializer wrote " + std::to_string(snap.emitted) +
            " of " + std::to_string(snap.size) + (snap.completed ? " (completed)" : "") +
            ", heads " + heads_text(snap) + "\n";
+    const std::set<std::uint32_t> written = emitted_slots(c, snap);
     for (const auto& [h, chain] : snapshot_chains(c, snap)) {
       std::vector<std::string> parts;
       for (std::uint32_t slot : chain) {
         const LayoutEntry& e = *c.by_slot.at(slot);
         parts.push_back("[" + key_name(e.key) + " =" + value_text(e.state) + " slot" +
-                        std::to_string(slot) + "]");
+                        std::to_string(slot) + (written.count(slot) ? " written" : "") + "]");
       }
       out += "    sees h" + std::to_string(h) + ": " + join(parts, " -> ") + "\n";
     }
@@ -636,14 +707,16 @@ const char* kLegend =
     "  map=M H=H                       map version (one per snapshot start) and highest\n"
     "                                  required version (largest live snapshot version, 0: none)\n"
     "  b1: [..] -> [..]                bucket 1's chain in the live table, head first\n"
-    "  [k5 =50 slot2 e0 s0 | seen by s1]\n"
+    "  [k5 =50 slot2 ev=0 sv=0 | seen by {s1}]\n"
     "                                  key 5 (k5/ns2: namespace 2), state 50, pool slot 2,\n"
-    "                                  entry_version 0, state_version 0, live snapshots that\n"
-    "                                  still see this very entry\n"
+    "                                  entry_version 0, state_version 0, and in braces the\n"
+    "                                  live snapshots that still see this very entry\n"
+    "  # ...                           the scenario file's own comments, beside their steps\n"
+    "  wrote k5 (ascending slots)      entries the snapshot's serializer has written\n"
     "  *k5 / +k5                       this step copied the entry or its state / a new key\n"
     "  only snapshots reach            retired entries: unlinked, kept until no snapshot sees "
     "them\n"
-    "  heads [- slot2 ..]              a snapshot's copy of the bucket heads (- : empty)\n"
+    "  heads [- slot2 ..]              the bucket heads a snapshot sees (- : empty)\n"
     "  Rule: an entry with entry_version < H (a state with state_version < H) is never\n"
     "  written; the writer copies it (and the chain in front of it) first.\n";
 
@@ -671,6 +744,69 @@ std::string record_escape(const std::string& s) {
   return out;
 }
 
+// Entries as boxes (key, slot, entry version, the snapshots that see it and whose
+// serializer wrote it) and their states as boxes of their own: an entry copy shares its
+// state with the original, so two arrows point into one state.
+std::string entries_dot(const StepContext& c, const std::map<EntryKey, Located>& before) {
+  const ExplainStep& s = *c.step;
+  std::map<std::uint32_t, std::vector<std::string>> written_by;
+  for (const SnapshotLayout& snap : s.layout.snapshots) {
+    for (std::uint32_t slot : emitted_slots(c, snap)) written_by[slot].push_back(snap.name);
+  }
+  std::map<std::uintptr_t, std::size_t> state_node;  // state identity -> node number
+  std::string out;
+  for (const auto& [slot, e] : c.by_slot) {
+    const bool retired = c.retired_slots.count(slot) > 0;
+    std::vector<std::string> lines = {key_name(e->key), "slot " + std::to_string(slot) + "  ev=" +
+                                                            std::to_string(e->entry_version)};
+    if (!e->seen_by.empty()) lines.push_back("seen by {" + join(e->seen_by, ",") + "}");
+    if (written_by.count(slot)) lines.push_back("written by " + join(written_by[slot], ","));
+    for (std::string& line : lines) line = dot_escape(line);
+    std::string style;
+    if (retired) {
+      style =
+          ", style=\"filled,dashed\", fillcolor=\"grey90\", color=\"grey50\", fontcolor=\"grey40\"";
+    } else if (s.copied_entries.count(e->key) || s.copied_states.count(e->key)) {
+      style = ", style=filled, fillcolor=\"gold\", penwidth=2";
+    } else if (!before.count(e->key)) {
+      style = ", style=filled, fillcolor=\"palegreen\"";
+    }
+    if (written_by.count(slot)) style += ", peripheries=2";
+    out += "  e" + std::to_string(slot) + " [shape=box, label=\"" + join(lines, "\\n") + "\"" +
+           style + "];\n";
+    auto [it, fresh] = state_node.emplace(e->state_id, state_node.size() + 1);
+    const std::string st = "st" + std::to_string(it->second);
+    if (fresh) {
+      const bool copied = s.copied_states.count(e->key) > 0 && !retired;
+      out += "  " + st + " [shape=note, label=\"" +
+             dot_escape(value_text(e->state) + "\\nsv=" + std::to_string(e->state_version)) + "\"" +
+             (copied ? ", style=filled, fillcolor=\"gold\"" : "") +
+             (retired ? ", color=\"grey50\", fontcolor=\"grey40\"" : "") + "];\n";
+    }
+    out += "  e" + std::to_string(slot) + " -> " + st + " [arrowhead=odot, color=\"grey30\"];\n";
+  }
+  return out;
+}
+
+// In every picture, so each can be read alone.
+const char* kDotLegend =
+    "  subgraph cluster_legend {\n"
+    "    label=\"legend\"; fontsize=9; color=\"grey70\";\n"
+    "    legend_new [shape=box, style=filled, fillcolor=\"palegreen\", label=\"new entry\"];\n"
+    "    legend_copy [shape=box, style=filled, fillcolor=\"gold\", penwidth=2, "
+    "label=\"copied by this step\"];\n"
+    "    legend_retired [shape=box, style=\"filled,dashed\", fillcolor=\"grey90\", "
+    "color=\"grey50\", label=\"retired: only snapshots reach it\"];\n"
+    "    legend_written [shape=box, peripheries=2, label=\"written by a serializer\"];\n"
+    "    legend_state [shape=note, label=\"a state (value, sv=state version)\"];\n"
+    "    legend_snapshot [shape=record, color=\"blue\", fontcolor=\"blue\", "
+    "label=\"snapshot heads|<h> bucket\"];\n"
+    "    legend_new -> legend_copy [label=\"next\"];\n"
+    "    legend_copy -> legend_state [arrowhead=odot, color=\"grey30\", label=\"its state\"];\n"
+    "    legend_snapshot:h -> legend_retired [color=\"blue\", style=dashed, label=\"sees\"];\n"
+    "    legend_written -> legend_state [style=invis];\n"
+    "  }\n";
+
 // Long because it draws one picture in order (tables, chains, snapshots, states); explain's
 // renderer rewrite (per workload) is where it splits.
 std::string step_dot(const StepContext& c) {
@@ -688,27 +824,8 @@ std::string step_dot(const StepContext& c) {
   out += "  node [fontname=\"monospace\", fontsize=10];\n";
   out += "  edge [fontname=\"monospace\", fontsize=9];\n";
   const auto before = live_by_key(s.task == "writer" ? *c.op_start : *c.prev);
-  // Entries.
-  for (const auto& [slot, e] : c.by_slot) {
-    const bool retired = c.retired_slots.count(slot) > 0;
-    std::vector<std::string> lines = {key_name(e->key) + " = " + value_text(e->state),
-                                      "slot " + std::to_string(slot) + "  e" +
-                                          std::to_string(e->entry_version) + " s" +
-                                          std::to_string(e->state_version)};
-    if (!e->seen_by.empty()) lines.push_back("seen by " + join(e->seen_by, ","));
-    for (std::string& line : lines) line = dot_escape(line);
-    const std::string label = join(lines, "\\n");
-    std::string style;
-    if (retired) {
-      style =
-          ", style=\"filled,dashed\", fillcolor=\"grey90\", color=\"grey50\", fontcolor=\"grey40\"";
-    } else if (s.copied_entries.count(e->key) || s.copied_states.count(e->key)) {
-      style = ", style=filled, fillcolor=\"gold\", penwidth=2";
-    } else if (!before.count(e->key)) {
-      style = ", style=filled, fillcolor=\"palegreen\"";
-    }
-    out += "  e" + std::to_string(slot) + " [shape=box, label=\"" + label + "\"" + style + "];\n";
-  }
+  out += entries_dot(c, before);
+  out += kDotLegend;
   // Bucket arrays and their chains.
   for (std::size_t t = 0; t < l.tables.size(); ++t) {
     const std::string id = t == 0 ? "primary" : "rehash";
@@ -734,6 +851,9 @@ std::string step_dot(const StepContext& c) {
     out += "  e" + std::to_string(slot) + " -> e" + std::to_string(it->second) +
            " [label=\"next\"" + (retired ? ", style=dashed, color=\"grey50\"" : "") + "];\n";
   }
+  // The bucket arrays first, at the left edge, so buckets keep their place step to step.
+  out +=
+      std::string("  { rank=source; primary;") + (l.tables.size() > 1 ? " rehash;" : "") + " }\n";
   // Snapshot head arrays.
   for (std::size_t i = 0; i < l.snapshots.size(); ++i) {
     const SnapshotLayout& snap = l.snapshots[i];
@@ -756,11 +876,128 @@ std::string step_dot(const StepContext& c) {
   return out + "}\n";
 }
 
+// ---------------------------------------------------------------------------------------
+// The model as JSON (the HTML viewer draws it).
+
+nlohmann::json map_json(const StepContext& c, const std::map<EntryKey, Located>& before) {
+  const ExplainStep& s = *c.step;
+  const MapLayout& l = s.layout;
+  nlohmann::json tables = nlohmann::json::array();
+  for (const auto& table : l.tables) {
+    nlohmann::json buckets = nlohmann::json::array();
+    for (const auto& chain : table) {
+      nlohmann::json slots = nlohmann::json::array();
+      for (const LayoutEntry& e : chain) slots.push_back(e.slot);
+      buckets.push_back(slots);
+    }
+    tables.push_back(buckets);
+  }
+  nlohmann::json snapshots = nlohmann::json::array();
+  std::map<std::uint32_t, std::vector<std::string>> written_by;
+  for (const SnapshotLayout& snap : l.snapshots) {
+    for (std::uint32_t slot : emitted_slots(c, snap)) written_by[slot].push_back(snap.name);
+    snapshots.push_back({{"name", snap.name},
+                         {"version", snap.version},
+                         {"heads", snap.heads},
+                         {"size", snap.size},
+                         {"emitted", snap.emitted},
+                         {"completed", snap.completed}});
+  }
+  std::map<std::uintptr_t, std::size_t> state_ids;
+  nlohmann::json entries = nlohmann::json::array();
+  nlohmann::json states = nlohmann::json::array();
+  for (const auto& [slot, e] : c.by_slot) {
+    const bool retired = c.retired_slots.count(slot) > 0;
+    auto [it, fresh] = state_ids.emplace(e->state_id, state_ids.size() + 1);
+    if (fresh) {
+      states.push_back({{"id", it->second},
+                        {"value", value_text(e->state)},
+                        {"sv", e->state_version},
+                        {"copied", !retired && s.copied_states.count(e->key) > 0}});
+    }
+    auto next = c.next->find(slot);
+    entries.push_back({{"slot", slot},
+                       {"key", key_name(e->key)},
+                       {"ev", e->entry_version},
+                       {"sv", e->state_version},
+                       {"state", it->second},
+                       {"retired", retired},
+                       {"copied", !retired && (s.copied_entries.count(e->key) > 0 ||
+                                               s.copied_states.count(e->key) > 0)},
+                       {"new", !retired && !before.count(e->key)},
+                       {"seen_by", e->seen_by},
+                       {"written_by", written_by[slot]},
+                       {"next", next == c.next->end() ? 0 : next->second}});
+  }
+  return {{"map_version", l.map_version},
+          {"H", l.highest_required_version},
+          {"size", l.size},
+          {"rehash_index", l.rehash_index},
+          {"tables", tables},
+          {"entries", entries},
+          {"states", states},
+          {"snapshots", snapshots},
+          {"retired_entries", l.retired_entries},
+          {"retired_states", l.retired_states}};
+}
+
 }  // namespace
 
+nlohmann::json step_json_base(const Explanation& e, std::size_t i, const std::string& narration) {
+  const ExplainStep& s = e.steps[i];
+  const StepNotes notes = notes_of(e, i);
+  return {{"step", s.step},
+          {"task", s.task},
+          {"action", s.action},
+          {"line", s.source_line},
+          {"paused_at", s.paused_at},
+          {"notes_above", notes.above ? *notes.above : std::vector<std::string>{}},
+          {"notes_after", notes.after ? *notes.after : std::vector<std::string>{}},
+          {"trailing", notes.trailing},
+          {"narration", narration}};
+}
+
+nlohmann::json explanation_json_base(const Explanation& e, const char* workload) {
+  const RunResult& r = e.result;
+  return {{"file", e.file},
+          {"workload", workload},
+          {"intro", e.notes.intro},
+          {"closing", e.notes.closing},
+          {"outcome", outcome_name(r.outcome)},
+          {"exit_code", exit_code(r.outcome)},
+          {"check", r.check},
+          {"message", r.message},
+          {"steps", nlohmann::json::array()}};
+}
+
+std::string explain_json(const Explanation& e) {
+  nlohmann::json doc = explanation_json_base(e, "map");
+  walk(e, [&](const StepContext& c) {
+    const std::size_t i = static_cast<std::size_t>(c.step - e.steps.data());
+    nlohmann::json step = step_json_base(e, i, narrate(c));
+    const auto before = live_by_key(c.step->task == "writer" ? *c.op_start : *c.prev);
+    step["map"] = map_json(c, before);
+    step["copies"] = c.writer_op_ended() ? copy_reasons(c) : std::vector<std::string>{};
+    if (c.writer_op_ended() && copy_reasons(c).empty()) step["nothing_copied"] = nothing_copied(c);
+    doc["steps"].push_back(std::move(step));
+  });
+  COWSTATE_ASSERT(doc["steps"].size() == e.steps.size(), "REQUIRES", "one model step per step");
+  return doc.dump();
+}
+
 std::string explain_text(const Explanation& e) {
-  std::string out = "cowstate explain " + e.file + "\n" + kLegend + "\n";
-  walk(e, [&out](const StepContext& c) { out += step_text(c) + "\n"; });
+  std::string out = "cowstate explain " + e.file + "\n" + kLegend + "\n" +
+                    comment_lines(e.notes.intro, "") + (e.notes.intro.empty() ? "" : "\n");
+  walk(e, [&](const StepContext& c) {
+    const StepNotes notes = notes_of(e, static_cast<std::size_t>(c.step - e.steps.data()));
+    if (notes.above != nullptr) out += comment_lines(*notes.above, "");
+    std::string text = step_text(c);
+    if (!notes.trailing.empty()) text.insert(text.find('\n'), "   # " + notes.trailing);
+    out += text;
+    if (notes.after != nullptr) out += comment_lines(*notes.after, "  ");
+    out += "\n";
+  });
+  out += comment_lines(e.notes.closing, "");
   const RunResult& r = e.result;
   if (r.outcome == Outcome::pass) {
     out += "outcome: pass (exit 0): every check and expectation held\n";

@@ -460,10 +460,10 @@ void Simulation::start_snapshot(const std::string& name) {
   expect(rec->handle.version() == rec->version, "I1",
          "snapshot " + name + " got version " + std::to_string(rec->handle.version()) + ", model " +
              std::to_string(rec->version));
-  expect(Access::head_array_length(rec->handle) >= rec->handle.size(), "I9",
-         "snapshot " + name + " head array " +
-             std::to_string(Access::head_array_length(rec->handle)) + " shorter than size " +
-             std::to_string(rec->handle.size()));
+  const std::size_t buckets = map_->capacity() + Access::rehash_index(*map_);
+  expect(Access::snapshot_bucket_span(rec->handle) == buckets, "I9",
+         "snapshot " + name + " sees " + std::to_string(Access::snapshot_bucket_span(rec->handle)) +
+             " buckets, the map has " + std::to_string(buckets));
   SnapshotRecord& r = *rec;
   snapshots_.push_back(std::move(rec));
   ++live_count_;
@@ -611,6 +611,7 @@ std::vector<SnapshotRecord*> Simulation::undecided() const {
 void Simulation::cancel_snapshot(SnapshotRecord& r) {
   if (r.in_step) {
     trace("releaser cancel " + r.name + " (mid-step)");
+    probe("cow.cancel_mid_step");
     r.cancel = true;
   } else {
     release(r, "releaser");
@@ -753,7 +754,8 @@ void Simulation::after_step_checks() {
          "H is " + std::to_string(map_->highest_required_version()) + ", model " +
              std::to_string(model_->highest_required_version()));
   if (live_count_ == 0) {
-    const std::size_t retired = map_->retired_count();
+    std::size_t retired = map_->retired_count();  // reclaims first
+    retired += Access::retired_segments(*map_);
     if (retired != 0) {
       std::string versions;
       for (std::uint32_t v : Access::live_versions(*map_)) versions += " " + std::to_string(v);

@@ -44,11 +44,9 @@ class MapWorkload final : public WorkloadWithOptions<MapWorkloadOptions> {
   }
   bool narrate(const Scenario& scenario, bool dot, Narration* out, std::string*) const override {
     const Explanation e = explain_scenario(scenario);
-    if (dot) {
-      out->graphs = explain_dot(e);
-    } else {
-      out->text = explain_text(e);
-    }
+    if (dot) out->graphs = explain_dot(e);
+    out->text = explain_text(e);
+    out->model_json = explain_json(e);
     out->outcome = e.result.outcome;
     out->check = e.result.check;
     return true;

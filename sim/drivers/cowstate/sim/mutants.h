@@ -35,8 +35,8 @@ inline constexpr PlantedBug kPlantedBugs[] = {
      "get_mutable hands out a shared state without a copy"},
     {mutants::Mutant::free_retired_early, "map", false,
      "retired memory freed while an older snapshot is live"},
-    {mutants::Mutant::snapshot_array_capacity_only, "map", false,
-     "snapshot array sized by capacity only"},
+    {mutants::Mutant::snapshot_primary_directory_only, "map", false,
+     "a snapshot started during a rehash copies only the old table's directory"},
     {mutants::Mutant::writer_drops_chain_tail, "map", false,
      "the snapshot writer drops the last entry of a chain"},
     {mutants::Mutant::reader_drops_last_entry, "map", false,
@@ -81,6 +81,26 @@ inline constexpr PlantedBug kPlantedBugs[] = {
      "pruning also removes the data file of the oldest checkpoint it keeps"},
     {mutants::Mutant::read_ignores_file_checksum, "backend", false,
      "the storage's read checks a data file's size against its manifest, not its checksum"},
+    {mutants::Mutant::segment_written_in_place, "map", false,
+     "a bucket-head segment a live snapshot shares is written without being copied first"},
+    {mutants::Mutant::segment_freed_at_copy, "map", false,
+     "a copied bucket-head segment's original is disposed of with the copy's birth, so it is "
+     "freed at once under the snapshot that reads it"},
+    {mutants::Mutant::live_slots_written_in_place, "map", false,
+     "a live-slot bitmap segment a live snapshot shares is written without being copied "
+     "first"},
+    {mutants::Mutant::load_drops_spilled_writes, "backend", false,
+     "a load drops the cached entries written while the key group was spilled"},
+    {mutants::Mutant::spill_frees_snapshot_map, "backend", false,
+     "a spill frees the heap map a live snapshot still reads instead of retiring it"},
+    {mutants::Mutant::cold_snapshot_reads_live, "backend", false,
+     "a checkpoint of a spilled key group reads the live cold tier, not its read transaction"},
+    {mutants::Mutant::accounting_forgets_retired, "backend", false,
+     "a key group's memory leaves out its spilled maps retired for live snapshots"},
+    {mutants::Mutant::load_loses_ttl_timestamps, "backend", true,
+     "a load decodes TTL states with their last-access times reset to 0"},
+    {mutants::Mutant::spill_hottest_first, "backend", false,
+     "the manager spills the most requested heap key groups first"},
 };
 constexpr bool in_enum_order() noexcept {
   for (std::size_t i = 0; i < std::size(kPlantedBugs); ++i) {

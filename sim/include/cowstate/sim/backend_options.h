@@ -54,6 +54,14 @@ struct BackendWorkloadOptions {
   std::uint32_t ttl_cleanup = 5;        // incremental cleanup size; 0 = none
   std::uint32_t ttl_key_switch = 0;     // 1: incremental cleanup on every key switch
   std::uint32_t ttl_full_snapshot = 0;  // 1: full-snapshot cleanup
+  // A memory budget (ScenarioConfig has the same settings); budget_bytes 0 = none. With one
+  // the backend has a cold tier and FLIP-50's manager, which checks every spill_check key
+  // switches (0: never); cold_cache_percent of the budget caches hot cold entries; and
+  // spill_percent of the writer's operations are explicit spills and loads.
+  std::uint32_t budget_bytes = 0;
+  std::uint32_t spill_check = 1;
+  std::uint32_t cold_cache_percent = 25;
+  std::uint32_t spill_percent = 0;
 
   // A per-seed mix; ops_max and deep_check_every are left as given.
   static BackendWorkloadOptions swarm(std::uint64_t seed, std::uint32_t ops_max,

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "cowstate/sim/coverage.h"
 #include "cowstate/sim/run.h"
 #include "cowstate/sim/strategy.h"
 #include "cowstate/sim/workload.h"
@@ -64,6 +65,7 @@ struct CampaignSummary {
   std::uint64_t runs = 0;
   std::uint64_t failures = 0;
   RunStats totals;
+  CoverageReport coverage;  // by run index and seed
   double seconds = 0;
   StopReason stopped_by = StopReason::runs;
   std::optional<FinishedRun> first_failure;

@@ -21,10 +21,13 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "cowstate/sim/backend_layout.h"
+#include "cowstate/sim/explain_source.h"
 #include "cowstate/sim/run.h"
 #include "cowstate/sim/scenario.h"
 
@@ -39,7 +42,8 @@ struct ExplainStep {
   std::string paused_at;
   std::vector<std::string> trace;
   std::set<EntryKey> copied_entries, copied_states;
-  MapLayout layout;
+  MapLayout layout;       // the map workload's
+  BackendLayout backend;  // the backend workload's
 };
 
 ExplainStep to_explain_step(const StepView& view);
@@ -55,7 +59,19 @@ struct Explanation {
   ScenarioConfig config;
   std::vector<ExplainStep> steps;
   RunResult result;
+  ScenarioNotes notes;  // the file's comments, placed beside its steps
 };
+
+// Where a step's notes go: the comments above its line before the first step of the line,
+// those below it after the last one.
+struct StepNotes {
+  const std::vector<std::string>* above = nullptr;  // null: not the line's first step
+  const std::vector<std::string>* after = nullptr;  // null: not the line's last step
+  std::string trailing;
+};
+StepNotes notes_of(const Explanation& e, std::size_t step_index);
+// Note lines as text: comments as "# ...", expectation lines as written, each indented.
+std::string comment_lines(const std::vector<std::string>& lines, const std::string& indent);
 
 // Runs `scenario` once, keeping its reader steps.
 Explanation explain_scenario(const Scenario& scenario);
@@ -65,5 +81,19 @@ std::string explain_text(const Explanation& explanation);
 
 // One DOT graph per step, in step order (file step-001.dot holds the first).
 std::vector<std::string> explain_dot(const Explanation& explanation);
+
+// The explain model as one JSON document (the HTML viewer's input): the file, its notes,
+// every step with its narration and picture, the outcome.
+std::string explain_json(const Explanation& explanation);
+
+// The parts of a step's and of the whole model's JSON every workload's model shares.
+nlohmann::json step_json_base(const Explanation& e, std::size_t step_index,
+                              const std::string& narration);
+nlohmann::json explanation_json_base(const Explanation& e, const char* workload);
+
+// The same three for a backend scenario (sim/src/backend/explain.cc).
+std::string explain_backend_text(const Explanation& explanation);
+std::vector<std::string> explain_backend_dot(const Explanation& explanation);
+std::string explain_backend_json(const Explanation& explanation);
 
 }  // namespace cowstate::sim

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cowstate/sim/coverage.h"
 #include "cowstate/sim/run.h"
 
 namespace cowstate::sim {
@@ -51,6 +52,7 @@ struct ExploredSubtree {
   std::uint64_t index = 0;
   std::vector<std::size_t> prefix;  // the candidate taken at each decision that leads to it
   std::uint64_t schedules = 0, pruned = 0, steps = 0, failures = 0;
+  CoverageCounts coverage;  // of its schedules
 };
 
 struct ExploreResult {
@@ -65,5 +67,8 @@ struct ExploreResult {
 };
 
 ExploreResult explore(const RunConfig& config, const ExploreOptions& options);
+
+// The coverage report of an exploration (unit: subtree); `seed` is the explored run's.
+CoverageReport explored_coverage(const ExploreResult& r, std::uint64_t seed);
 
 }  // namespace cowstate::sim

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "cowstate/sim/coverage.h"
 #include "cowstate/sim/failure.h"
 #include "cowstate/sim/scenario.h"
 #include "cowstate/sim/strategy.h"
@@ -73,6 +74,8 @@ struct MapLayout {
   std::size_t retired_entries = 0, retired_states = 0, free_slots = 0;
   std::vector<SnapshotLayout> snapshots;  // live ones, in start order
 };
+struct BackendLayout;  // cowstate/sim/backend_layout.h
+
 // One scheduler step, for observers.
 struct StepView {
   std::uint64_t step = 0;
@@ -83,6 +86,7 @@ struct StepView {
   std::vector<std::string> trace;  // the trace lines the step produced
   std::set<EntryKey> copied_entries, copied_states;  // by the writer step that just ended
   const MapLayout* layout = nullptr;
+  const BackendLayout* backend = nullptr;  // the backend workload's instead of a layout
 };
 
 struct RunConfig {
@@ -130,6 +134,7 @@ struct RunStats {
   std::uint64_t yields = 0;        // yield points taken inside production code
   std::uint64_t crash_states = 0;  // restarts checked from enumerated crash states
   std::uint64_t crash_points = 0;  // the prefixes of disk operations they came from
+  CoverageCounts coverage;         // hits per coverage probe (cowstate/sim/coverage.h)
 
   // Adds another run's (or shard's) counts: a campaign's totals.
   RunStats& operator+=(const RunStats& o) {
@@ -142,6 +147,7 @@ struct RunStats {
     yields += o.yields;
     crash_states += o.crash_states;
     crash_points += o.crash_points;
+    coverage += o.coverage;
     return *this;
   }
 };

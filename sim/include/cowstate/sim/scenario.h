@@ -163,6 +163,10 @@ enum class ActionKind : std::uint8_t {
   // stream seeded with extras.salt; then the restart, which may meet read fault `budget`
   // (kReadFaultNames) at position entry.first (`power_loss after=40 keep=7 read=flip at=9`)
   power_loss,
+  // backend workload with a memory budget, writer: move one (state, key group) to the cold
+  // tier, or back to the heap (`spill s=count g=3`, `load s=count g=3`; key group in `x`)
+  spill,
+  load,
 };
 // The read faults a restart may meet, kept in Action::budget: a flipped bit, a zeroed
 // sector, a sector read from another, a short read of the newest checkpoint's data file, or
@@ -473,6 +477,13 @@ struct ScenarioConfig {
   // buffers land when an `io` task says (cowstate/async_file.h, ManualIo)
   bool async_io = false;
   std::uint32_t io_buffer_bytes = 64;  // io_buffer=BYTES: their buffers' size
+  // budget=BYTES: the backend's memory budget (SpillOptions::memory_budget_bytes), which
+  // gives it a cold tier and FLIP-50's spill/load manager; 0: neither. spill_check=N: the
+  // manager checks every N key switches (0: never by itself, only `spill`/`load` steps
+  // move key groups); cold_cache=PERCENT: the cold cache's share of the budget.
+  std::uint64_t budget_bytes = 0;
+  std::uint32_t spill_check = 1;
+  std::uint32_t cold_cache_percent = 25;
   bool operator==(const ScenarioConfig&) const = default;
 };
 

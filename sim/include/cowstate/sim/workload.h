@@ -19,7 +19,7 @@
 //   - what a recorded generated run says in its scenario's `config` line;
 //   - the grammar of its writer lines: parsed through a ScenarioReader
 //     (cowstate/sim/scenario_reader.h), printed back, and made simpler by the shrinker;
-//   - its narrator for `cowstate explain` (the map's so far).
+//   - its narrator for `cowstate explain`.
 //
 // Thread safety: the registry is filled before any run starts (built-ins at first use,
 // tests in main) and read-only afterwards; a Workload is stateless.
@@ -172,12 +172,13 @@ class Workload {
   // scenario (capacities, the hash, key groups, TTL).
   virtual void write_config(const WorkloadOptions& options, ScenarioConfig* config) const = 0;
 
-  // `cowstate explain`: runs a scenario of this workload once and narrates it, as text or
-  // as one Graphviz graph per step. False when the workload has no narrator; then
-  // `why_not` says so.
+  // `cowstate explain`: runs a scenario of this workload once and narrates it: as text, as
+  // one Graphviz graph per step (with `dot`), and as the explain model, the JSON document
+  // the HTML viewer draws. False when the workload has no narrator; then `why_not` says so.
   struct Narration {
     std::string text;                 // the text format
     std::vector<std::string> graphs;  // the dot format, one per step
+    std::string model_json;           // the explain model (cowstate/sim/explain.h)
     Outcome outcome = Outcome::pass;
     std::string check;
   };
