@@ -719,6 +719,20 @@ TEST_CASE("the shrinker reduces a failing backend scenario to the steps the fail
         "writer: list s=events k=4 add 0\nexpect live s=events = {}\n");
 }
 
+TEST_CASE("the shrinker turns off the backend features a failure does not need",
+          "[sim][scenario][backend][shrink]") {
+  const ShrinkResult shrunk = shrink_wrong_expectation(
+      "config workload=backend ttl=50 ttl_key_switch=on ttl_full_snapshot=on async_io=on "
+      "io_buffer=128 budget=1000000 spill_check=4 cold_cache=10\n"
+      "writer: list s=events k=2 add 7\n"
+      "writer: reducing s=sum k=1 add 1\n"
+      "writer: checkpoint c1\nc1: step all\n"
+      "expect live s=events = {}\n");  // wrong: key 2 has an event
+  CHECK(print_scenario(shrunk.scenario) ==
+        "config capacity=1 min_capacity=1 max_capacity=1 workload=backend\n"
+        "writer: list s=events k=0 add 0\nexpect live s=events = {}\n");
+}
+
 TEST_CASE("the shrinker turns put_and_get_old into put with no values and renames its key",
           "[sim][scenario][shrink]") {
   // A wrong claim that the map is empty: one entry of any value shows it, and the map

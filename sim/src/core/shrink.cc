@@ -174,10 +174,20 @@ std::uint64_t cost(const Scenario& s) {
             a.extras.get().salt + static_cast<std::uint64_t>(a.mutation) + traits_of(w, *l).weight;
     for (std::int64_t v : a.value) data += mag(v);
   }
-  // A smaller table or the default hash is simpler (config weighs less than a step).
+  // A smaller table, the default hash or a backend feature fewer is simpler (config weighs
+  // less than a step).
   const ScenarioConfig& c = s.config;
+  const ScenarioConfig plain;
+  const std::uint64_t backend_features =
+      (c.ttl_ms != plain.ttl_ms ? 1U : 0U) + (c.ttl_read_refresh ? 1U : 0U) +
+      (c.ttl_return_expired ? 1U : 0U) + (c.ttl_cleanup != plain.ttl_cleanup ? 1U : 0U) +
+      (c.ttl_key_switch ? 1U : 0U) + (c.ttl_full_snapshot ? 1U : 0U) + (c.async_io ? 1U : 0U) +
+      (c.io_buffer_bytes != plain.io_buffer_bytes ? 1U : 0U) + (c.budget_bytes != 0 ? 1U : 0U) +
+      (c.spill_check != plain.spill_check ? 1U : 0U) +
+      (c.cold_cache_percent != plain.cold_cache_percent ? 1U : 0U);
   const std::uint64_t config = std::bit_width(c.max_capacity) + std::bit_width(c.initial_capacity) +
-                               std::bit_width(c.min_capacity) + (c.identity_hash ? 1U : 0U);
+                               std::bit_width(c.min_capacity) + (c.identity_hash ? 1U : 0U) +
+                               backend_features;
   return (steps << 40) + (std::min<std::uint64_t>(expectations, 15) << 36) + (pauses << 32) +
          (config << 26) + std::min<std::uint64_t>(data, (std::uint64_t{1} << 26) - 1);
 }
@@ -448,7 +458,8 @@ class Shrinker {
   }
 
   // Smaller tables and the default hash: fewer entries reach the same full or colliding
-  // state (a capacity bound is often why a case needs many steps).
+  // state (a capacity bound is often why a case needs many steps). Then each backend
+  // feature back to its default.
   bool simplify_config() {
     bool progress = false;
     auto attempt = [this, &progress](auto&& change) {
@@ -472,6 +483,32 @@ class Shrinker {
     }
     attempt([](ScenarioConfig& c) { c.min_capacity = std::min<std::uint32_t>(c.min_capacity, 1); });
     attempt([](ScenarioConfig& c) { c.identity_hash = false; });
+    // The backend's features, each back to its default: a case that fails without TTL, async
+    // files or a memory budget says so (a candidate whose steps need the feature is invalid).
+    const ScenarioConfig plain;
+    attempt([&plain](ScenarioConfig& c) { c.budget_bytes = plain.budget_bytes; });
+    attempt([&plain](ScenarioConfig& c) {
+      c.spill_check = plain.spill_check;
+      c.cold_cache_percent = plain.cold_cache_percent;
+    });
+    attempt([&plain](ScenarioConfig& c) {
+      c.async_io = plain.async_io;
+      c.io_buffer_bytes = plain.io_buffer_bytes;
+    });
+    attempt([&plain](ScenarioConfig& c) { c.io_buffer_bytes = plain.io_buffer_bytes; });
+    attempt([&plain](ScenarioConfig& c) {
+      c.ttl_ms = plain.ttl_ms;
+      c.ttl_read_refresh = plain.ttl_read_refresh;
+      c.ttl_return_expired = plain.ttl_return_expired;
+      c.ttl_cleanup = plain.ttl_cleanup;
+      c.ttl_key_switch = plain.ttl_key_switch;
+      c.ttl_full_snapshot = plain.ttl_full_snapshot;
+    });
+    attempt([&plain](ScenarioConfig& c) { c.ttl_key_switch = plain.ttl_key_switch; });
+    attempt([&plain](ScenarioConfig& c) { c.ttl_full_snapshot = plain.ttl_full_snapshot; });
+    attempt([&plain](ScenarioConfig& c) { c.ttl_read_refresh = plain.ttl_read_refresh; });
+    attempt([&plain](ScenarioConfig& c) { c.ttl_return_expired = plain.ttl_return_expired; });
+    attempt([&plain](ScenarioConfig& c) { c.ttl_cleanup = plain.ttl_cleanup; });
     return progress;
   }
 
