@@ -132,6 +132,11 @@ TEST_CASE("parse errors name file, line and column, what was expected and what w
   CHECK(parse_error(std::string("writer: get k=1\0\n", 17)) ==
         "t.scenario:1:16: expected text, found a NUL byte");
   CHECK(parse_error("writer put k=1 v=1\n") == "t.scenario:1:8: expected ':', found 'put'");
+  CHECK(parse_error("kills skip_chain_prefix_copy shrunk_to=3\n") ==
+        "t.scenario:1:30: expected shrunk_at_most=STEPS or the end of the line, found "
+        "'shrunk_to'");
+  CHECK(parse_error("kills skip_chain_prefix_copy shrunk_at_most=0\n").find("t.scenario:1:45:") ==
+        0);
 }
 
 namespace {
@@ -149,7 +154,10 @@ rc::Gen<Scenario> gen_scenario() {
     s.config.seed = *rc::gen::arbitrary<std::uint64_t>();
     s.config.strategy = *rc::gen::element<std::string>("random", "pct");
     s.config.pct_depth = *rc::gen::inRange<std::uint32_t>(1, 8);
-    if (*rc::gen::arbitrary<bool>()) s.kills = "skip_chain_prefix_copy";
+    if (*rc::gen::arbitrary<bool>()) {
+      s.kills = "skip_chain_prefix_copy";
+      s.shrunk_at_most = *rc::gen::inRange<std::uint32_t>(0, 100);
+    }
     std::vector<std::string> snapshots;
     std::set<std::string> paused;
     auto key = [] {

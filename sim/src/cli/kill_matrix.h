@@ -40,7 +40,8 @@ struct KillMatrixOptions {
 
 // With options.list: prints the catalog, a line per planted bug, and returns 0 (any build).
 // Otherwise exit 0 when every mutant is killed (and, with a negative directory, every negative
-// scenario fails under its mutant only and no shrunk kill is over twice its size), else 1;
+// scenario fails under its mutant only and no shrunk kill is over twice its size, or over
+// its `shrunk_at_most`), else 1;
 // 2 in a build without mutants.
 int run_kill_matrix(const KillMatrixOptions& options);
 

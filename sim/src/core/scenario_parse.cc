@@ -235,6 +235,11 @@ class Parser {
       fail(name, "a mutant of the catalog (" + names + ")");
     }
     scenario_.kills = name.text;
+    if (in_.at_end()) return;
+    const ScenarioToken key = in_.want_word("shrunk_at_most=STEPS or the end of the line");
+    if (key.text != "shrunk_at_most") fail(key, "shrunk_at_most=STEPS or the end of the line");
+    in_.want_punct("=");
+    scenario_.shrunk_at_most = in_.positive("a number of steps (a positive number)", 100000);
   }
 
   void config() {

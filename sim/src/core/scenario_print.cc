@@ -128,7 +128,11 @@ std::string print_scenario(const Scenario& s, const std::string& header) {
   }
   const std::string config = config_text(s.config);
   if (!config.empty()) out << config << "\n";
-  if (!s.kills.empty()) out << "kills " << s.kills << "\n";
+  if (!s.kills.empty()) {
+    out << "kills " << s.kills;
+    if (s.shrunk_at_most != 0) out << " shrunk_at_most=" << s.shrunk_at_most;
+    out << "\n";
+  }
   const Workload& workload = workload_of(s);
   for (const ScenarioItem& item : s.items) {
     if (const auto* step = std::get_if<StepLine>(&item)) {

@@ -490,10 +490,14 @@ struct ScenarioConfig {
 struct Scenario {
   ScenarioConfig config;
   std::string kills;  // negative scenarios: the mutant this scenario must kill
+  // Negative scenarios: the most steps `cowstate mutants` accepts of a shrunk kill of that
+  // mutant (0: twice this scenario's steps).
+  std::uint32_t shrunk_at_most = 0;
   std::vector<ScenarioItem> items;
   std::string file;  // where it was read from (messages only; not part of equality)
   bool operator==(const Scenario& o) const {
-    return config == o.config && kills == o.kills && items == o.items;
+    return config == o.config && kills == o.kills && shrunk_at_most == o.shrunk_at_most &&
+           items == o.items;
   }
 
   // Number of step lines (the size the shrinker minimizes).
