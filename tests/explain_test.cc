@@ -311,6 +311,11 @@ TEST_CASE("explain narrates write faults, async I/O completions and power losses
   CHECK_THAT(crash, Catch::Contains("The power fails after disk operation 44 of 44: 0 pending "
                                     "operations decided"));
   CHECK_THAT(crash, Catch::Contains("Restart: latest checkpoint c2."));
+  // After the restart the checkpoints keep what they wrote and say what storage made of them.
+  const std::string restart = section(faults, "— writer: power_loss after=now keep=1 (");
+  CHECK_THAT(restart, Catch::Contains("checkpoint c1 (id 1): complete, 588 bytes written"));
+  CHECK_THAT(restart, Catch::Contains(
+                          "checkpoint c2 (id 2): complete (data file damaged), 588 bytes written"));
 }
 
 TEST_CASE("explain narrates TTL expiry against the logical clock and cleanup decisions",

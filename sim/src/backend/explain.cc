@@ -551,7 +551,8 @@ std::string layout_text(const BackendLayout& l) {
             : !c.error.empty() ? "failed"
             : c.finished       ? "finished"
                                : "in flight") +
-           ", " + std::to_string(c.bytes_written) +
+           (c.storage.empty() ? "" : " (" + c.storage + ")") + ", " +
+           std::to_string(c.bytes_written) +
            " bytes written, map snapshots held: " + snapshots_text(c.held) + "\n";
   }
   return out;
@@ -643,6 +644,7 @@ std::string step_dot(const ExplainStep& s, const BackendLayout& p) {
     out += "  cp" + std::to_string(i) + " [shape=box, color=\"blue\", label=\"" + c.name + " (id " +
            std::to_string(c.id) + ")\\n" + std::to_string(c.bytes_written) + " bytes, holds " +
            std::to_string(c.held.size()) + " map snapshots" + (c.complete ? "\\ncomplete" : "") +
+           (c.storage.empty() ? "" : "\\n" + c.storage) +
            "\"];\n";
     if (!c.held.empty())
       out += "  cp" + std::to_string(i) +
@@ -692,7 +694,8 @@ nlohmann::json layout_json(const BackendLayout& l, const BackendLayout& p) {
                            {"finished", c.finished},
                            {"complete", c.complete},
                            {"cancelled", c.cancelled},
-                           {"error", c.error}});
+                           {"error", c.error},
+                           {"storage", c.storage}});
   }
   return {{"key_groups", {l.first_key_group, l.last_key_group}},
           {"states", l.states},

@@ -271,6 +271,7 @@ struct CheckpointRecord {
   std::uint64_t committed_op = 0;  // the disk's operation count when its commit returned
   std::uint64_t began_op = 0;      // the file operation count when its sync phase began
   std::uint64_t bytes = 0;         // of its data file, once complete
+  std::vector<MapSnapshotId> taken;  // the map snapshots of its sync phase (explain)
 };
 
 class BackendSimulation final : public SimCore {
@@ -1186,6 +1187,9 @@ void BackendSimulation::start_checkpoint(const std::string& name) {
   checkpoints_.push_back(std::move(owned));
   ++result_.stats.snapshots;
   rec.snapshot = primary_->backend->snapshot(rec.id);
+  CheckpointView sync_phase;
+  add_map_snapshots(sync_phase, *rec.snapshot);
+  rec.taken = std::move(sync_phase.taken);
   model_.backend().start_checkpoint(rec.id);
   rec.image = model_.backend().image(rec.id);
   rec.expected = rec.image;
@@ -2481,8 +2485,15 @@ BackendLayout BackendSimulation::layout() const {
     const BackendSnapshot* snapshot = r->snapshot ? r->snapshot.get()
                                       : r->writer ? r->writer->snapshot()
                                                   : nullptr;
+    // A restart takes the writers and snapshots; what they did stays in the record.
     if (snapshot != nullptr) add_map_snapshots(c, *snapshot);
-    c.bytes_written = r->writer ? r->writer->bytes_written() : 0;
+    else c.taken = r->taken;
+    c.bytes_written = r->writer ? r->writer->bytes_written() : r->bytes;
+    c.storage = r->lost               ? "lost at a power loss"
+                : r->pruned           ? "pruned"
+                : r->damaged_data     ? "data file damaged"
+                : r->damaged_manifest ? "manifest damaged"
+                                      : "";
     c.finished = r->finished;
     c.complete = r->complete;
     c.cancelled = r->cancelled == CancelResult::accepted;

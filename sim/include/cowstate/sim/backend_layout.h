@@ -59,6 +59,9 @@ struct CheckpointView {
   bool complete = false;              // committed: a restorable checkpoint in storage
   bool cancelled = false;             // a cancel was accepted
   std::string error;                  // why it failed, when it finished without completing
+  // What storage made of it since: "" (as written), "lost at a power loss", "pruned",
+  // "data file damaged" or "manifest damaged" (a write fault changed what its commit left).
+  std::string storage;
   std::vector<ImageEntryView> image;  // what a restore of it must give (the model's)
 };
 
