@@ -81,7 +81,7 @@ class CowStateMap<K, N, S, H>::Loader {
       const std::uint32_t b = hash & mask;
       const auto eighth = static_cast<std::uint8_t>(1u << (hash >> 29));
       Entry& e = map_.at(i);
-      if ((eighths[b] & eighth) != 0) [[unlikely]] {
+      if ((eighths[b] & eighth) != 0 && !COWSTATE_MUTANT(load_skips_distinct_check)) [[unlikely]] {
         for (std::uint32_t j = t[b]; j != 0; j = map_.at(j).next) {
           if (matches(map_.at(j), hash, e.key, e.ns)) return i - 1;
         }

@@ -97,7 +97,8 @@ namespace cowstate::mutants {
   X(cold_snapshot_reads_live)         \
   X(accounting_forgets_retired)       \
   X(load_loses_ttl_timestamps)        \
-  X(spill_hottest_first)
+  X(spill_hottest_first)              \
+  X(load_skips_distinct_check)
 
 enum class Mutant : std::uint8_t {
   none = 0,
@@ -182,6 +183,7 @@ inline bool keeps_map_memory_rules() noexcept {
     case Mutant::accounting_forgets_retired:
     case Mutant::load_loses_ttl_timestamps:
     case Mutant::spill_hottest_first:
+    case Mutant::load_skips_distinct_check:
       return true;
     default:
       return false;

@@ -14,6 +14,8 @@
 
 #include "core/sim_core.h"
 #include "cowstate/assert.h"
+#include "cowstate/bytes.h"
+#include "cowstate/checksum.h"
 #include "cowstate/cow_state_map.h"
 #include "cowstate/cow_state_map_access.h"
 #include "cowstate/hooks.h"
@@ -170,6 +172,7 @@ class Simulation final : public detail::SimCore {
   };
   void iterate_to(const SnapshotRecord& rec, IteratedSoFar& it, std::size_t upto);
   void check_restore(SnapshotRecord& rec, const std::vector<std::byte>& bytes);
+  void check_repeats_refused(const SnapshotRecord& rec, const std::vector<std::byte>& bytes);
   void releaser_body(Task& self);
   void run_release(Task& self, const Action& a);
   std::optional<Action> draw_decision(Prng& rng) const;
@@ -596,6 +599,57 @@ void Simulation::check_restore(SnapshotRecord& rec, const std::vector<std::byte>
   std::string why;
   expect((*restored)->check_invariants(&why), "restore", name + " restored map: " + why);
   rec.restored = std::move(got);
+  check_repeats_refused(rec, bytes);
+}
+
+// The same bytes with every entry written twice, count, trailer and checksum to match: a
+// well-formed file but for its repeated keys. The reader must refuse it at the first repeat,
+// entry n + 1, naming its offset, and never restore a map that holds a key twice (the bulk
+// loader links chains without a lookup per entry and relies on its distinct-key check).
+void Simulation::check_repeats_refused(const SnapshotRecord& rec,
+                                       const std::vector<std::byte>& bytes) {
+  // A check beside the schedule: this restore makes no yields and no probes, so the run's
+  // trace and coverage are those of the steps alone.
+  struct HooksOff {
+    ::cowstate::hooks::YieldFn yield = std::exchange(::cowstate::hooks::yield_fn(), nullptr);
+    ::cowstate::hooks::ProbeFn probe = std::exchange(::cowstate::hooks::probe_fn(), nullptr);
+    HooksOff() = default;
+    HooksOff(const HooksOff&) = delete;
+    HooksOff& operator=(const HooksOff&) = delete;
+    ~HooksOff() {
+      ::cowstate::hooks::yield_fn() = yield;
+      ::cowstate::hooks::probe_fn() = probe;
+    }
+  } hooks_off;
+  const std::size_t head = kMapSnapshotHeaderSize;
+  const std::size_t entries_end = bytes.size() - kMapSnapshotTrailerSize;
+  const std::uint64_t n = cowstate::detail::load_le<std::uint64_t>(bytes.data() + 12);
+  if (n == 0) return;
+  std::vector<std::byte> twice(bytes.begin(),
+                               bytes.begin() + static_cast<std::ptrdiff_t>(entries_end));
+  twice.insert(twice.end(), bytes.begin() + static_cast<std::ptrdiff_t>(head),
+               bytes.begin() + static_cast<std::ptrdiff_t>(entries_end));
+  cowstate::detail::store_le<std::uint64_t>(twice.data() + 12, 2 * n);
+  const std::size_t trailer = twice.size();
+  twice.resize(trailer + kMapSnapshotTrailerSize);
+  cowstate::detail::store_le<std::uint64_t>(twice.data() + trailer, 2 * n);
+  cowstate::detail::store_le<std::uint64_t>(
+      twice.data() + trailer + 8,
+      checksum64(std::span<const std::byte>(twice.data(), trailer + 8)));
+  auto restored = read_map_snapshot<Map, UInt64Serializer, Int32Serializer, VectorInt64Serializer>(
+      twice, MapOptions{.initial_capacity = 4,
+                        .min_capacity = opts_.min_capacity,
+                        .max_capacity = opts_.max_capacity});
+  const std::string want = "offset " + std::to_string(entries_end) +
+                           ": expected a (key, namespace) not seen before, found a duplicate "
+                           "(entry " +
+                           std::to_string(n + 1) + " of " + std::to_string(2 * n) + ")";
+  const std::string where = rec.name + "'s bytes with every entry twice";
+  expect(!restored.ok(), "restore",
+         where + " restore to a map of " + std::to_string(restored.ok() ? (*restored)->size() : 0) +
+             " entries, expected \"" + want + "\"");
+  expect(restored.status().message() == want, "restore",
+         where + ": expected \"" + want + "\", found \"" + restored.status().message() + "\"");
 }
 
 std::vector<SnapshotRecord*> Simulation::undecided() const {

@@ -101,6 +101,8 @@ inline constexpr PlantedBug kPlantedBugs[] = {
      "a load decodes TTL states with their last-access times reset to 0"},
     {mutants::Mutant::spill_hottest_first, "backend", false,
      "the manager spills the most requested heap key groups first"},
+    {mutants::Mutant::load_skips_distinct_check, "map", false,
+     "a bulk load links every entry without checking that its key is new"},
 };
 constexpr bool in_enum_order() noexcept {
   for (std::size_t i = 0; i < std::size(kPlantedBugs); ++i) {
