@@ -408,6 +408,19 @@ inline SimCore*& current_sim() {
   return sim;
 }
 
+// While one lives, yield points and probes reach no simulation: for work a check does beside
+// the schedule, which must neither yield nor count toward coverage.
+class BesideSchedule {
+ public:
+  BesideSchedule() noexcept : saved_(std::exchange(current_sim(), nullptr)) {}
+  ~BesideSchedule() { current_sim() = saved_; }
+  BesideSchedule(const BesideSchedule&) = delete;
+  BesideSchedule& operator=(const BesideSchedule&) = delete;
+
+ private:
+  SimCore* saved_;
+};
+
 // Runs `sim` with production assertions turned into AssertionCaught and the yield hook
 // pointing at it; destroys it before restoring the previous assertion handler.
 RunResult run_simulation(std::unique_ptr<SimCore> sim);

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -173,6 +174,12 @@ class Simulation final : public detail::SimCore {
   void iterate_to(const SnapshotRecord& rec, IteratedSoFar& it, std::size_t upto);
   void check_restore(SnapshotRecord& rec, const std::vector<std::byte>& bytes);
   void check_repeats_refused(const SnapshotRecord& rec, const std::vector<std::byte>& bytes);
+  // A restored map starts small and lives within the run's capacity bounds.
+  MapOptions restore_options() const {
+    return MapOptions{.initial_capacity = 4,
+                      .min_capacity = opts_.min_capacity,
+                      .max_capacity = opts_.max_capacity};
+  }
   void releaser_body(Task& self);
   void run_release(Task& self, const Action& a);
   std::optional<Action> draw_decision(Prng& rng) const;
@@ -585,9 +592,7 @@ void Simulation::iterate_to(const SnapshotRecord& rec, IteratedSoFar& it, std::s
 void Simulation::check_restore(SnapshotRecord& rec, const std::vector<std::byte>& bytes) {
   const std::string& name = rec.name;
   auto restored = read_map_snapshot<Map, UInt64Serializer, Int32Serializer, VectorInt64Serializer>(
-      bytes, MapOptions{.initial_capacity = 4,
-                        .min_capacity = opts_.min_capacity,
-                        .max_capacity = opts_.max_capacity});
+      bytes, restore_options());
   expect(restored.ok(), "restore",
          name + " bytes do not restore: " +
              (restored.ok() ? std::string() : restored.status().message()));
@@ -608,42 +613,29 @@ void Simulation::check_restore(SnapshotRecord& rec, const std::vector<std::byte>
 // loader links chains without a lookup per entry and relies on its distinct-key check).
 void Simulation::check_repeats_refused(const SnapshotRecord& rec,
                                        const std::vector<std::byte>& bytes) {
-  // A check beside the schedule: this restore makes no yields and no probes, so the run's
-  // trace and coverage are those of the steps alone.
-  struct HooksOff {
-    ::cowstate::hooks::YieldFn yield = std::exchange(::cowstate::hooks::yield_fn(), nullptr);
-    ::cowstate::hooks::ProbeFn probe = std::exchange(::cowstate::hooks::probe_fn(), nullptr);
-    HooksOff() = default;
-    HooksOff(const HooksOff&) = delete;
-    HooksOff& operator=(const HooksOff&) = delete;
-    ~HooksOff() {
-      ::cowstate::hooks::yield_fn() = yield;
-      ::cowstate::hooks::probe_fn() = probe;
-    }
-  } hooks_off;
-  const std::size_t head = kMapSnapshotHeaderSize;
-  const std::size_t entries_end = bytes.size() - kMapSnapshotTrailerSize;
-  const std::uint64_t n = cowstate::detail::load_le<std::uint64_t>(bytes.data() + 12);
+  const detail::BesideSchedule beside;  // the run's trace and coverage stay its steps' alone
+  constexpr std::size_t kCountAt = kMapSnapshotHeaderSize - 8;  // the header ends with it
+  const std::uint64_t n = cowstate::detail::load_le<std::uint64_t>(bytes.data() + kCountAt);
   if (n == 0) return;
-  std::vector<std::byte> twice(bytes.begin(),
-                               bytes.begin() + static_cast<std::ptrdiff_t>(entries_end));
-  twice.insert(twice.end(), bytes.begin() + static_cast<std::ptrdiff_t>(head),
-               bytes.begin() + static_cast<std::ptrdiff_t>(entries_end));
-  cowstate::detail::store_le<std::uint64_t>(twice.data() + 12, 2 * n);
-  const std::size_t trailer = twice.size();
-  twice.resize(trailer + kMapSnapshotTrailerSize);
-  cowstate::detail::store_le<std::uint64_t>(twice.data() + trailer, 2 * n);
+  const std::span<const std::byte> all(bytes);
+  const auto header = all.first(kMapSnapshotHeaderSize);
+  const auto entries = all.subspan(kMapSnapshotHeaderSize,
+                                   all.size() - kMapSnapshotHeaderSize - kMapSnapshotTrailerSize);
+  std::vector<std::byte> twice(header.begin(), header.end());
+  twice.insert(twice.end(), entries.begin(), entries.end());
+  twice.insert(twice.end(), entries.begin(), entries.end());
+  twice.resize(twice.size() + kMapSnapshotTrailerSize);
+  cowstate::detail::store_le<std::uint64_t>(twice.data() + kCountAt, 2 * n);
+  std::byte* trailer = twice.data() + twice.size() - kMapSnapshotTrailerSize;
+  cowstate::detail::store_le<std::uint64_t>(trailer, 2 * n);
   cowstate::detail::store_le<std::uint64_t>(
-      twice.data() + trailer + 8,
-      checksum64(std::span<const std::byte>(twice.data(), trailer + 8)));
+      trailer + 8, checksum64(std::span<const std::byte>(twice.data(), twice.size() - 8)));
+
   auto restored = read_map_snapshot<Map, UInt64Serializer, Int32Serializer, VectorInt64Serializer>(
-      twice, MapOptions{.initial_capacity = 4,
-                        .min_capacity = opts_.min_capacity,
-                        .max_capacity = opts_.max_capacity});
-  const std::string want = "offset " + std::to_string(entries_end) +
-                           ": expected a (key, namespace) not seen before, found a duplicate "
-                           "(entry " +
-                           std::to_string(n + 1) + " of " + std::to_string(2 * n) + ")";
+      twice, restore_options());
+  const std::string want = cowstate::detail::map_snapshot_duplicate_error(
+                               kMapSnapshotHeaderSize + entries.size(), n, 2 * n)
+                               .message();
   const std::string where = rec.name + "'s bytes with every entry twice";
   expect(!restored.ok(), "restore",
          where + " restore to a map of " + std::to_string(restored.ok() ? (*restored)->size() : 0) +
