@@ -1,15 +1,18 @@
 // The spill tier: exact memory accounting against a recount, metrics in Prometheus' format,
 // request rates, the cold tier's reads and writes, spill and load under live snapshots,
 // FLIP-50's policy, checkpoints across both tiers and restore under a budget.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "backend_fixture.h"
 #include "cowstate/checkpoint.h"
+#include "cowstate/cold_store.h"
 #include "cowstate/keyed_state_backend.h"
 #include "cowstate/metrics.h"
 #include "cowstate/request_rate.h"
@@ -413,4 +416,87 @@ TEST_CASE("a restore under a budget writes what does not fit straight to the col
   CHECK_FALSE(f.b.restore({&bad_in, 1}).ok());
   CHECK(checkpoint_image(f.b, 3) == restore_image(file));
   REQUIRE(f.b.check_accounting());
+}
+
+namespace {
+std::vector<std::byte> bytes_of(const std::string& s) {
+  std::vector<std::byte> b(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) b[i] = static_cast<std::byte>(s[i]);
+  return b;
+}
+std::span<const std::byte> span_of(const std::vector<std::byte>& b) { return {b.data(), b.size()}; }
+}  // namespace
+
+TEST_CASE("the cold tier orders keys as memcmp does, whatever their lengths", "[spill][cold]") {
+  auto store = cowstate::ColdStore::open();
+  REQUIRE(store.ok());
+  cowstate::ColdStore& s = **store;
+  // Keys of one prefix and random bytes of 0 to 30 more, drawn from a small alphabet so that
+  // many share long beginnings and differ only past 8 or 16 bytes, or only in length.
+  const cowstate::ColdPrefix p = cowstate::cold_prefix(7, 3);
+  std::mt19937_64 rng(11);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 3000; ++i) {
+    std::string k(reinterpret_cast<const char*>(p.data()), p.size());
+    const std::size_t n = rng() % 31;
+    for (std::size_t j = 0; j < n; ++j)
+      k.push_back(static_cast<char>("\x00\x01\x7f\x80\xff"[rng() % 5]));
+    keys.push_back(k);
+  }
+  std::sort(keys.begin(), keys.end());  // std::string orders as unsigned memcmp, then length
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  std::vector<std::string> shuffled = keys;
+  std::shuffle(shuffled.begin(), shuffled.end(), rng);
+  for (const std::string& k : shuffled) CHECK(s.insert(span_of(bytes_of(k)), span_of(bytes_of(k))));
+  // Neighbouring ranges stay out of the scan.
+  const auto other =
+      bytes_of(std::string(reinterpret_cast<const char*>(cowstate::cold_prefix(7, 4).data()), 6));
+  CHECK(s.insert(span_of(other), span_of(other)));
+  std::vector<std::string> scanned;
+  s.scan(p, [&](std::span<const std::byte> k, std::span<const std::byte> v) {
+    scanned.emplace_back(reinterpret_cast<const char*>(p.data()), p.size());
+    scanned.back().append(reinterpret_cast<const char*>(k.data()), k.size());
+    CHECK(v.size() == scanned.back().size());
+  });
+  CHECK(scanned == keys);
+  for (const std::string& k : keys) {
+    std::span<const std::byte> v;
+    REQUIRE(s.get(span_of(bytes_of(k)), v));
+    CHECK(std::string(reinterpret_cast<const char*>(v.data()), v.size()) == k);
+  }
+}
+
+TEST_CASE("insert_sorted appends after the last key, inserts before it, stops at a present key",
+          "[spill][cold]") {
+  auto store = cowstate::ColdStore::open();
+  REQUIRE(store.ok());
+  cowstate::ColdStore& s = **store;
+  auto key = [](std::uint32_t table, std::uint8_t k) {
+    const cowstate::ColdPrefix p = cowstate::cold_prefix(table, 0);
+    std::vector<std::byte> b(p.begin(), p.end());
+    b.push_back(std::byte{k});
+    return b;
+  };
+  std::vector<std::vector<std::byte>> held;
+  auto records = [&](std::uint32_t table, std::vector<std::uint8_t> ks) {
+    std::vector<cowstate::ColdStore::Record> r;
+    for (std::uint8_t k : ks) {
+      held.push_back(key(table, k));
+      r.push_back({span_of(held.back()), span_of(held.back())});
+    }
+    return r;
+  };
+  held.reserve(64);
+  CHECK(s.insert_sorted(records(2, {1, 5, 9})) == 3);   // appended to an empty store
+  CHECK(s.insert_sorted(records(3, {0, 2})) == 2);      // after everything: appended
+  CHECK(s.insert_sorted(records(2, {3, 4, 10})) == 3);  // between held keys: inserted
+  CHECK(s.insert_sorted(records(1, {7, 8})) == 2);      // before everything
+  // Stops at the first present key and stores nothing from there on.
+  CHECK(s.insert_sorted(records(2, {6, 9, 11})) == 1);
+  std::vector<int> table2;
+  s.scan(cowstate::cold_prefix(2, 0),
+         [&](std::span<const std::byte> k, std::span<const std::byte>) {
+           table2.push_back(static_cast<int>(k[0]));
+         });
+  CHECK(table2 == std::vector<int>{1, 3, 4, 5, 6, 9, 10});
 }

@@ -30,10 +30,11 @@
 //
 // Transactions
 // ------------
-// The writer thread keeps one write transaction open across calls and commits it every
-// `commit_every_writes` writes and before a read transaction begins (read_txn()), so that the
-// read transaction sees every write made so far. Reads on the writer thread go through the
-// write transaction and see its uncommitted writes.
+// The writer thread keeps one write transaction and one cursor in it open across calls (a
+// call that lands on the leaf page the last one left the cursor on skips the descent) and
+// commits it every `commit_every_writes` writes and before a read transaction begins
+// (read_txn()), so that the read transaction sees every write made so far. Reads on the writer
+// thread go through the write transaction and see its uncommitted writes.
 //
 // Errors
 // ------
@@ -145,6 +146,15 @@ class ColdStore {
   void overwrite(std::span<const std::byte> key, std::span<const std::byte> value);
   // Stores under a key known to be absent; returns false (and stores nothing) if present.
   bool insert(std::span<const std::byte> key, std::span<const std::byte> value);
+  // Stores records under keys that are distinct, in ascending order and absent: appended
+  // without a search while they sort after every key in the store (a fresh table's range),
+  // inserted otherwise. Returns the index of the first record whose key was present (that
+  // record and the ones after it are not stored), or the count when all were stored.
+  struct Record {
+    std::span<const std::byte> key;
+    std::span<const std::byte> value;
+  };
+  std::size_t insert_sorted(std::span<const Record> records);
   // Removes `key`; returns whether it was present.
   bool erase(std::span<const std::byte> key);
   // Removes every record of the prefix's range; returns how many.
@@ -173,6 +183,9 @@ class ColdStore {
   };
   ColdStore() = default;
   MDB_txn* write_txn();
+  // The writer's cursor in the write transaction: consecutive calls that land on the leaf
+  // page it stands on skip the descent from the root.
+  MDB_cursor* cursor();
   void wrote();
   ScanState scan_begin(const ColdPrefix& prefix);
   bool scan_next(ScanState& s, std::span<const std::byte>& k, std::span<const std::byte>& v);
@@ -186,6 +199,7 @@ class ColdStore {
 
   // Writer thread.
   MDB_txn* txn_ = nullptr;
+  MDB_cursor* cursor_ = nullptr;
   std::size_t writes_in_txn_ = 0;
   std::uint32_t next_table_id_ = 1;
   std::uint64_t commits_ = 0;

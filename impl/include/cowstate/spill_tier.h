@@ -46,7 +46,8 @@
 // records (key, namespace, state in the serializers' layouts) into the same file format, so
 // a checkpoint spans both tiers and restore does not know which tier a record came from.
 // Restore under a budget decodes key groups into heap maps until the restored bytes reach the
-// high watermark and writes every later key group straight into the cold tier.
+// high watermark and writes every later key group straight into the cold tier, sorted by
+// cold key so that LMDB appends each to its last page.
 //
 // Rules (the numbered invariants below say the same in checkable form)
 //  1. Data lives in one tier at a time; a move is a copy then a swap on the writer thread.

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
@@ -423,26 +424,60 @@ Status StateTable<KS, NS, SS, KH>::read_entries_cold(ByteReader& r, std::size_t 
   N ns{};
   S state{};
   const KeyGroupAssigner key_group_of(max_parallelism());
-  try {
-    for (std::uint64_t e = 0; e < count; ++e) {
-      const std::size_t at = r.offset();
-      state = S{};
-      if (Status st = read_record<KS, NS, SS>(r, key, ns, state); !st.ok()) return st;
-      if (const std::int32_t g = key_group_of(KH{}(key)); g != key_group) {
-        return r.error_at(at, "expected a key of key group " + std::to_string(key_group) +
-                                  " (state \"" + meta().name + "\"), found one of key group " +
-                                  std::to_string(g) +
-                                  ": written with another key hash or max parallelism, or corrupt");
-      }
-      const std::span<const std::byte> k = cold_key(key_group, key, ns);
-      value_buf_.clear();
-      SS::write(value_buf_, state);
-      if (!store().insert(k, value_buf_.written())) {
-        return r.error_at(at, "expected a (key, namespace) not seen before in state \"" +
-                                  meta().name + "\", found a duplicate");
-      }
-      ++cold_entries_[i];
+  // The records are decoded into one buffer of cold keys and values, then stored in key
+  // order: a fresh table's range sorts after everything in the store, so LMDB appends them
+  // to its last page instead of searching for each (ColdStore::insert_sorted).
+  struct Decoded {
+    std::size_t key_at, key_size, value_at, value_size, file_offset;
+  };
+  std::vector<Decoded> decoded;
+  decoded.reserve(count);
+  ByteWriter buf;
+  for (std::uint64_t e = 0; e < count; ++e) {
+    const std::size_t at = r.offset();
+    state = S{};
+    if (Status st = read_record<KS, NS, SS>(r, key, ns, state); !st.ok()) return st;
+    if (const std::int32_t g = key_group_of(KH{}(key)); g != key_group) {
+      return r.error_at(at, "expected a key of key group " + std::to_string(key_group) +
+                                " (state \"" + meta().name + "\"), found one of key group " +
+                                std::to_string(g) +
+                                ": written with another key hash or max parallelism, or corrupt");
     }
+    Decoded d{buf.size(), 0, 0, 0, at};
+    buf.put_bytes(cold_prefix(cold_id_, key_group));
+    KS::write(buf, key);
+    NS::write(buf, ns);
+    d.key_size = buf.size() - d.key_at;
+    d.value_at = buf.size();
+    SS::write(buf, state);
+    d.value_size = buf.size() - d.value_at;
+    decoded.push_back(d);
+  }
+  const std::span<const std::byte> bytes = buf.written();
+  auto key_of = [&](const Decoded& d) { return bytes.subspan(d.key_at, d.key_size); };
+  auto less = [&](const Decoded& a, const Decoded& b) {
+    const std::span<const std::byte> x = key_of(a);
+    const std::span<const std::byte> y = key_of(b);
+    const int c = std::memcmp(x.data(), y.data(), std::min(x.size(), y.size()));
+    return c != 0 ? c < 0 : x.size() < y.size();
+  };
+  std::sort(decoded.begin(), decoded.end(), less);
+  const std::string duplicate = "expected a (key, namespace) not seen before in state \"" +
+                                meta().name + "\", found a duplicate";
+  for (std::size_t e = 1; e < decoded.size(); ++e) {
+    if (!less(decoded[e - 1], decoded[e])) {
+      return r.error_at(std::max(decoded[e - 1].file_offset, decoded[e].file_offset), duplicate);
+    }
+  }
+  std::vector<ColdStore::Record> records;
+  records.reserve(decoded.size());
+  for (const Decoded& d : decoded) {
+    records.push_back({key_of(d), bytes.subspan(d.value_at, d.value_size)});
+  }
+  try {
+    const std::size_t stored = store().insert_sorted(records);
+    cold_entries_[i] += stored;
+    if (stored < records.size()) return r.error_at(decoded[stored].file_offset, duplicate);
   } catch (const ColdStoreError& e) {
     return Status::error("restoring key group " + std::to_string(key_group) + " of state \"" +
                          meta().name + "\" into the cold tier: " + e.what());
