@@ -82,13 +82,20 @@ class ColdCache {
     s.referenced = true;
     return &s;
   }
-  // Inserts (key, ns) (absent). Evicts first while over the limit: write_back(slot) gets
-  // each dirty victim before it goes. REQUIRES: find(key, ns) == nullptr.
+  // Evicts while one more entry would not fit: write_back(slot) gets each dirty victim before
+  // it goes. The owner calls it before it reads the cold tier for an entry to insert, so a
+  // victim just read there is written back before the cold tier's cursor moves on.
+  template <class W>
+  void make_room(W&& write_back) {
+    heap_.settle();
+    while (index_.size() > 0 && index_.size() >= capacity()) evict_one(write_back);
+  }
+  // Inserts (key, ns) (absent), after make_room(write_back). REQUIRES: find(key, ns) ==
+  // nullptr.
   template <class W>
   Slot& insert(const K& key, const N& ns, std::int32_t key_group, S state, bool dirty,
                bool in_store, W&& write_back) {
-    heap_.settle();
-    while (index_.size() > 0 && index_.size() >= capacity()) evict_one(write_back);
+    make_room(write_back);
     const std::uint32_t i = take_slot();
     Slot& s = at(i);
     s.key = key;

@@ -400,6 +400,9 @@ class StateTable final : public StateTableBase {
   // The cache slot of (key group, key, ns), fetched from the cold tier on a miss; nullptr
   // when the key is in neither.
   Slot* cached(std::int32_t key_group, const K& key, const N& ns);
+  // Evicts cache entries (writing back dirty ones) until one more fits; called before the
+  // cold tier is read for an entry to cache, while its cursor still stands on the victim.
+  void make_cache_room();
   // Inserts into the cache (within its share of the budget), writing back dirty victims.
   Slot& cache_insert(std::int32_t key_group, const K& key, const N& ns, S state, bool dirty,
                      bool in_store);

@@ -227,11 +227,18 @@ auto StateTable<KS, NS, SS, KH>::cache_insert(std::int32_t key_group, const K& k
 }
 
 template <class KS, class NS, class SS, class KH>
+void StateTable<KS, NS, SS, KH>::make_cache_room() {
+  cache_.set_limit(spill_context()->cache_limit_per_table());
+  cache_.make_room([this](Slot& victim) { write_back(victim); });
+}
+
+template <class KS, class NS, class SS, class KH>
 auto StateTable<KS, NS, SS, KH>::cached(std::int32_t key_group, const K& key, const N& ns)
     -> Slot* {
   COWSTATE_ASSERT(maps_[index_of(key_group)] == nullptr, "B1", "a cold access of a heap key group");
   if (Slot* hit = cache_.find(key, ns)) [[likely]]
     return hit;
+  make_cache_room();
   std::span<const std::byte> value;
   if (!store().get(cold_key(key_group, key, ns), value)) return nullptr;
   S state{};
@@ -270,6 +277,7 @@ void StateTable<KS, NS, SS, KH>::cold_put(std::int32_t key_group, const K& key, 
     s->dirty = true;
     return;
   }
+  make_cache_room();
   std::span<const std::byte> old;
   const bool existed = store().get(cold_key(key_group, key, ns), old);  // does the count grow
   if (!existed) ++cold_entries_[i];
