@@ -1811,6 +1811,7 @@ void BackendSimulation::power_loss(const Action& a) {
                  disk_base_, now_op);
   SeededDiskChoices choices(a.extras.get().salt);
   const std::vector<std::string> decided = disk_->power_loss_after(op, choices);
+  result_.crash_ops.push_back(op);
   disk_base_ = disk_->operations();
   probe("fault.power_loss");
   if (!decided.empty()) probe("fault.crash_state");

@@ -393,6 +393,34 @@ class Shrinker {
     return progress;
   }
 
+  // Each power loss's crash point counted from the start (`after=OP`), where the last run
+  // placed it, once the other passes are stuck: dropping a step whose disk operations come
+  // after the crash point then leaves it where it was, where a point counted back from the
+  // last operation would move into them (a kill's later checkpoints). Not first: a power
+  // loss the failure does not need is dropped sooner as it came.
+  bool pin_crash_points() {
+    Scenario c = best_;
+    std::size_t n = 0;
+    bool changed = false;
+    for (ScenarioItem& item : c.items) {
+      auto* l = std::get_if<StepLine>(&item);
+      if (l == nullptr || l->action.kind != ActionKind::power_loss) continue;
+      if (n == best_result_.crash_ops.size()) return false;  // a loss the run did not reach
+      const std::uint64_t op = best_result_.crash_ops[n++];
+      if (crash_point_back_of(l->action.x).value_or(0) == 0) continue;
+      l->action.x = static_cast<std::int64_t>(op);
+      changed = true;
+    }
+    // Not a simpler scenario by cost() (OP may exceed K), so kept past try_candidate's test.
+    if (!changed || out_of_budget() || !well_formed(c)) return false;
+    ++runs_;
+    RunResult r = run_scenario(c);
+    if (!same_failure(r, failure_.difference)) return false;
+    best_ = std::move(c);
+    best_result_ = std::move(r);
+    return true;
+  }
+
   bool drop_pauses() {
     bool progress = false;
     for (bool again = true; again && !out_of_budget();) {
@@ -548,6 +576,7 @@ class Shrinker {
         progress = simplify_config() || progress;
         // The passes that cost a run or more per line, once the cheap ones are done.
         if (!progress) progress = merge_task_steps();
+        if (!progress) progress = pin_crash_points();
         if (!progress) progress = drop_before_crash();
       }
     }

@@ -168,6 +168,8 @@ struct RunResult {
   std::vector<TaskRecord> tasks;
   std::vector<StepRecord> steps;
   int failed_line = 0;  // scenario line of the failing expectation or invalid step
+  // The disk operation each power loss came after, in the order they came.
+  std::vector<std::uint64_t> crash_ops;
 
   FailureSignature signature() const { return {outcome, check, expectation, difference}; }
 };
