@@ -75,7 +75,11 @@ struct SpillOptions {
   double swap_rate_ratio = 2.0;
   // Share of the budget for the hot entries of spilled key groups (cold_cache.h): a key group
   // is the unit of spill, but with keys hashed uniformly each one holds hot and cold keys.
-  double cold_cache_ratio = 0.25;
+  // 0 keeps one entry (a read-modify-write reads LMDB once, writes it once): the cache is
+  // write-back, so under updates a miss costs a read plus a later write elsewhere in the
+  // tree, and its share pushes more key groups out; it pays where hot cold-tier entries
+  // are mostly read (bench/README.md, "budget, cache R").
+  double cold_cache_ratio = 0;
   // Half-life of the request rates (request_rate.h).
   std::int64_t request_rate_half_life_ms = 10'000;
   // Key switches between two looks at the clock (the cost of a check on the record path).

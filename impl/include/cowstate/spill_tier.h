@@ -20,7 +20,10 @@
 // Granularity: a key group is the unit of spill and load, but with keys hashed uniformly
 // every key group holds hot and cold keys alike. So a spilled key group's accesses go through
 // a per-table cache of its hot entries (cold_cache.h: CLOCK, write-back, cold_cache_ratio of
-// the budget): a counter updated on every record reaches LMDB once per eviction. And since
+// the budget): a counter updated on every record reaches LMDB once per eviction. Its default
+// share is 0, one entry: under a word count a miss then costs one LMDB read and one write on
+// the page the read found, where a larger cache's miss costs a read plus a write-back
+// elsewhere and leaves fewer key groups in the heap (bench/README.md). And since
 // FLIP-50 loads only when memory runs low, a key group spilled while cold would stay spilled
 // once hot; the manager also swaps a much hotter cold key group with the coldest heap ones.
 //
