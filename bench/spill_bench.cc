@@ -8,7 +8,9 @@
 //   keys     rank r is word r: hot and cold keys hash over all key groups alike
 //   tenants  ranks are laid out key group by key group (key groups in a shuffled order), so
 //            the hot keys concentrate in a few key groups
-// Contenders, one after the other in this process, on the same records:
+// Contenders, in this process, on the same records (the backends fill one after the other,
+// then their streams take turns in 20 chunks, so that every one meets the same load;
+// RocksDB runs last, alone):
 //   heap             no budget
 //   budget           memory_budget_bytes = 1/3 of heap's accounted bytes after its fill,
 //                    default SpillOptions (no hot-entry cache: a spilled key group's
@@ -388,45 +390,67 @@ CheckpointFigures measure_checkpoint(Backend& b, Counter& c, const cowstate::Spi
   return f;
 }
 
-// One backend contender: fill, timed stream, metrics, the count check, and (when asked) the
-// checkpoint figures.
-Figures run_backend(const std::string& name, const Workload& w, const cowstate::SpillOptions& spill,
-                    std::optional<CheckpointFigures>* checkpoint, const std::string& dir) {
-  Figures f;
-  f.contender = name;
-  Backend b(cowstate::KeyGroupRange::all(kMaxParallelism), kMaxParallelism, {}, nullptr, spill);
-  Counter& c =
-      b.value_state<cowstate::VoidNamespaceSerializer, cowstate::Int64Serializer>("count", 0);
-  f.spill_tier = b.has_spill_tier();
-  const double t0 = wall_seconds();
-  for (std::uint64_t k : w.fill) count_word(b, c, k);
-  const double t1 = wall_seconds();
-  const cowstate::BackendMetrics filled = b.metrics();
-  const double t2 = wall_seconds();
-  for (std::uint64_t k : w.stream) count_word(b, c, k);
-  const double t3 = wall_seconds();
-  const cowstate::BackendMetrics m = b.metrics();
-  f.fill_seconds = t1 - t0;
-  f.records_per_second = static_cast<double>(w.stream.size()) / (t3 - t2);
-  f.bytes_after_fill = filled.bytes;
-  f.spilled_key_groups = m.spilled_key_groups;
-  f.fill_spills = filled.spills;
-  f.stream_spills = m.spills - filled.spills;
-  f.stream_loads = m.loads - filled.loads;
-  const std::uint64_t hits = m.cold_cache_hits - filled.cold_cache_hits;
-  const std::uint64_t misses = m.cold_cache_misses - filled.cold_cache_misses;
-  if (hits + misses > 0) {
-    f.cache_hit_ratio = static_cast<double>(hits) / static_cast<double>(hits + misses);
+// One backend contender, in stages: the fill; the stream, timed chunk by chunk so that the
+// contenders' chunks can take turns (run_variant); then metrics, the count check and (when
+// asked) the checkpoint figures.
+class BackendRun {
+ public:
+  BackendRun(std::string name, const cowstate::SpillOptions& spill)
+      : spill_(spill),
+        b_(cowstate::KeyGroupRange::all(kMaxParallelism), kMaxParallelism, {}, nullptr, spill_),
+        c_(b_.value_state<cowstate::VoidNamespaceSerializer, cowstate::Int64Serializer>("count",
+                                                                                        0)) {
+    f_.contender = std::move(name);
+    f_.spill_tier = b_.has_spill_tier();
   }
-  f.spilled_record_share = spilled_record_share(b, m, w.stream);
-  const auto expected = static_cast<std::int64_t>(w.fill.size() + w.stream.size());
-  if (const std::int64_t sum = sum_counts(b, c, w.fill); sum != expected) {
-    die(w.variant + "/" + name + ": counters sum to " + std::to_string(sum) + ", expected " +
-        std::to_string(expected));
+
+  std::uint64_t fill(const Workload& w) {
+    const double t0 = wall_seconds();
+    for (std::uint64_t k : w.fill) count_word(b_, c_, k);
+    f_.fill_seconds = wall_seconds() - t0;
+    filled_ = b_.metrics();
+    f_.bytes_after_fill = filled_.bytes;
+    return filled_.bytes;
   }
-  if (checkpoint != nullptr) *checkpoint = measure_checkpoint(b, c, spill, w, dir);
-  return f;
-}
+
+  // Records [begin, end) of the stream.
+  void stream(const Workload& w, std::size_t begin, std::size_t end) {
+    const double t0 = wall_seconds();
+    for (std::size_t i = begin; i < end; ++i) count_word(b_, c_, w.stream[i]);
+    stream_seconds_ += wall_seconds() - t0;
+  }
+
+  Figures finish(const Workload& w, std::optional<CheckpointFigures>* checkpoint,
+                 const std::string& dir) {
+    const cowstate::BackendMetrics m = b_.metrics();
+    f_.records_per_second = static_cast<double>(w.stream.size()) / stream_seconds_;
+    f_.spilled_key_groups = m.spilled_key_groups;
+    f_.fill_spills = filled_.spills;
+    f_.stream_spills = m.spills - filled_.spills;
+    f_.stream_loads = m.loads - filled_.loads;
+    const std::uint64_t hits = m.cold_cache_hits - filled_.cold_cache_hits;
+    const std::uint64_t misses = m.cold_cache_misses - filled_.cold_cache_misses;
+    if (hits + misses > 0) {
+      f_.cache_hit_ratio = static_cast<double>(hits) / static_cast<double>(hits + misses);
+    }
+    f_.spilled_record_share = spilled_record_share(b_, m, w.stream);
+    const auto expected = static_cast<std::int64_t>(w.fill.size() + w.stream.size());
+    if (const std::int64_t sum = sum_counts(b_, c_, w.fill); sum != expected) {
+      die(w.variant + "/" + f_.contender + ": counters sum to " + std::to_string(sum) +
+          ", expected " + std::to_string(expected));
+    }
+    if (checkpoint != nullptr) *checkpoint = measure_checkpoint(b_, c_, spill_, w, dir);
+    return f_;
+  }
+
+ private:
+  cowstate::SpillOptions spill_;
+  Backend b_;
+  Counter& c_;
+  Figures f_;
+  cowstate::BackendMetrics filled_;
+  double stream_seconds_ = 0;
+};
 
 // ---------------------------------------------------------------------------------------------
 // RocksDB alone.
@@ -652,26 +676,44 @@ Options parse_args(int argc, char** argv) {
   return o;
 }
 
+// The streams of the backend contenders take turns in chunks of the stream, each chunk led by
+// the next contender in turn, so that all of them meet the same load on the machine.
+constexpr std::size_t kStreamChunks = 20;
+
 VariantResult run_variant(const Options& o, const std::string& variant, const std::string& dir) {
   VariantResult v;
   v.variant = variant;
   const Workload w = make_workload(o, variant);
-  std::fprintf(stderr, "%s: heap\n", variant.c_str());
-  v.rows.push_back(run_backend("heap", w, {}, nullptr, dir));
-  v.budget = v.rows[0].bytes_after_fill / 3;
+  std::vector<std::unique_ptr<BackendRun>> runs;
+  auto start = [&](const std::string& name, const cowstate::SpillOptions& spill) {
+    std::fprintf(stderr, "%s: %s, fill\n", variant.c_str(), name.c_str());
+    runs.push_back(std::make_unique<BackendRun>(name, spill));
+    return runs.back()->fill(w);
+  };
+  v.budget = start("heap", {}) / 3;
   std::fprintf(stderr, "%s: budget %llu bytes\n", variant.c_str(),
                static_cast<unsigned long long>(v.budget));
-  if (o.runs("budget")) {
-    std::optional<CheckpointFigures> checkpoint;
-    v.rows.push_back(
-        run_backend("budget", w, budget_options(v.budget, dir), &checkpoint, dir));
-    v.checkpoint = *checkpoint;
-  }
+  if (o.runs("budget")) start("budget", budget_options(v.budget, dir));
   if (o.runs("cache")) {
-    const std::string name = "budget, cache " + fixed(o.cache_ratio, 2);
-    std::fprintf(stderr, "%s: %s\n", variant.c_str(), name.c_str());
-    v.rows.push_back(
-        run_backend(name, w, budget_options(v.budget, dir, o.cache_ratio), nullptr, dir));
+    start("budget, cache " + fixed(o.cache_ratio, 2),
+          budget_options(v.budget, dir, o.cache_ratio));
+  }
+  std::fprintf(stderr, "%s: streams, in turns\n", variant.c_str());
+  const std::size_t n = w.stream.size();
+  const std::size_t chunk = std::max<std::size_t>(1, (n + kStreamChunks - 1) / kStreamChunks);
+  for (std::size_t c = 0; c * chunk < n; ++c) {
+    const std::size_t begin = c * chunk;
+    const std::size_t end = std::min(n, begin + chunk);
+    for (std::size_t r = 0; r < runs.size(); ++r) {
+      runs[(c + r) % runs.size()]->stream(w, begin, end);
+    }
+  }
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    const bool budget_row = r == 1 && o.runs("budget");
+    std::optional<CheckpointFigures> checkpoint;
+    v.rows.push_back(runs[r]->finish(w, budget_row ? &checkpoint : nullptr, dir));
+    if (budget_row) v.checkpoint = *checkpoint;
+    runs[r].reset();  // its memory and LMDB environment go as soon as its row is done
   }
   if (o.runs("rocksdb")) {
     std::fprintf(stderr, "%s: rocksdb\n", variant.c_str());
