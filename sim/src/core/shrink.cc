@@ -233,10 +233,16 @@ class Shrinker {
   // Runs the candidate; true (and it becomes the best) when it fails the same way, with the
   // difference `renamed` when the candidate renamed keys (the current one otherwise).
   bool try_candidate(const Scenario& candidate, const Difference* renamed = nullptr) {
-    if (out_of_budget() || !well_formed(candidate) || cost(candidate) >= cost(best_)) return false;
+    if (cost(candidate) >= cost(best_)) return false;
+    return keep_if_same_failure(candidate, renamed != nullptr ? *renamed : failure_.difference);
+  }
+
+  // Runs the candidate, simpler or not; true (and it becomes the best) when it fails the
+  // same way, with difference `want`.
+  bool keep_if_same_failure(const Scenario& candidate, const Difference& want) {
+    if (out_of_budget() || !well_formed(candidate)) return false;
     ++runs_;
     RunResult r = run_scenario(candidate);
-    const Difference& want = renamed != nullptr ? *renamed : failure_.difference;
     if (!same_failure(r, want)) return false;
     best_ = candidate;
     best_result_ = std::move(r);
@@ -411,14 +417,8 @@ class Shrinker {
       l->action.x = static_cast<std::int64_t>(op);
       changed = true;
     }
-    // Not a simpler scenario by cost() (OP may exceed K), so kept past try_candidate's test.
-    if (!changed || out_of_budget() || !well_formed(c)) return false;
-    ++runs_;
-    RunResult r = run_scenario(c);
-    if (!same_failure(r, failure_.difference)) return false;
-    best_ = std::move(c);
-    best_result_ = std::move(r);
-    return true;
+    // Not a simpler scenario by cost() (OP may exceed K): kept past try_candidate's test.
+    return changed && keep_if_same_failure(c, failure_.difference);
   }
 
   bool drop_pauses() {
