@@ -23,6 +23,8 @@ expect_exit 2 "--ops: .*found '0'" -- "$cowstate" fuzz --ops 0
 expect_exit 2 "--pct-depth: .*\[1, 64\], found '65'" -- "$cowstate" fuzz --pct-depth 65
 expect_exit 2 "--preemption-bound: .*\[0, 64\], found 'x'" -- "$cowstate" explore x --preemption-bound x
 expect_exit 2 "--time-per-mutant: .*found '0'" -- "$cowstate" mutants --time-per-mutant 0
+expect_exit 2 "--shrink-runs: .*found '0'" -- "$cowstate" mutants --shrink-runs 0
+expect_exit 2 "--runs-per-mutant: .*found '-1'" -- "$cowstate" mutants --runs-per-mutant -1
 expect_exit 2 "--shard expects I/N" -- "$cowstate" fuzz --shard 3/2
 expect_exit 2 "--shard expects I/N" -- "$cowstate" fuzz --shard x
 expect_exit 2 "--shard expects I/N" -- "$cowstate" fuzz --shard -1/2

@@ -46,6 +46,21 @@ check "its case file was written before the crash" test -s "$work/c/case-$seed.t
 check "the crash hint names the failure being shrunk and its case file" \
   grep -q "while shrinking the failure of seed $seed (failure at check .*); its report is above and its case file is $work/c/case-$seed.txt" "$work/crash.err"
 
+# The kill matrix names what failed at its end; its runs bound the shrink: with one run, the
+# kill stays as found, over its bound, and so is it reported.
+out=$("$cowstate" mutants --only free_retired_early --runs-per-mutant 200 --shrink-runs 1 \
+  --negative "$source_dir/scenarios/negative" --out "$work/m" 2>&1)
+code=$?
+check "a kill shrunk over its bound fails the matrix (exit $code)" test $code -eq 1
+check "the shrink says it was cut short by runs" grep -q "shrink: [0-9]* runs in .* cut short by runs" <<<"$out"
+check "the last line names the mutant and why" \
+  grep -q "^NOT OK free_retired_early: shrunk to [0-9]* steps, over its bound of 14 (a shrink was cut short by runs)$" <<<"$(tail -n 1 <<<"$out")"
+out=$("$cowstate" mutants --only free_retired_early --runs-per-mutant 200 --shrink-runs 3000 \
+  --negative "$source_dir/scenarios/negative" --out "$work/m" 2>&1)
+code=$?
+check "with runs enough it passes (exit $code)" test $code -eq 0
+check "and its shrink reaches a fixed point" grep -q "shrink: [0-9]* runs in .* to a fixed point" <<<"$out"
+
 # The release-mode build prints the debug builds' golden traces.
 out=$(bash "$source_dir/tests/cli/determinism.sh" "$cowstate" "$source_dir")
 check "determinism.sh passes with this build: $out" grep -q " 0 failed" <<<"$out"

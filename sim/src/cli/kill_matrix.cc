@@ -121,6 +121,9 @@ struct Row {
   std::uint64_t runs = 0;
   std::size_t shrunk_steps = 0, hand_steps = 0;
   std::size_t shrunk_bound = 0;  // twice hand_steps, or the negative scenario's shrunk_at_most
+  std::uint64_t shrink_runs = 0;  // candidate runs of the shrinks, every attempt
+  double shrink_seconds = 0;
+  std::string shrink_cut_by;      // a limit that cut a shrink short ("" : fixed points)
   std::string negative;  // "-", "MISSING", "ok (CHECK)", or what went wrong
   bool ok = true;
 };
@@ -145,6 +148,7 @@ Row run_row(const sim::PlantedBug& info, const KillMatrixOptions& o,
   sim::CampaignOptions campaign;
   campaign.seed = 1;
   campaign.time_seconds = o.seconds_per_mutant;
+  campaign.runs = o.runs_per_mutant;
   campaign.ops = o.ops;
   campaign.deep_check_every = o.deep_check_every;
   // The backend's planted bugs are fuzzed with the backend workload, the map's with the map's.
@@ -188,9 +192,14 @@ Row run_row(const sim::PlantedBug& info, const KillMatrixOptions& o,
                    ")");
     const ShrinkRequest request{replay_command(kill->spec, ""), o.out_dir,
                                 attempt == 0 ? file : retry_file, o.shrink_seconds,
-                                info.name(), false};
+                                info.name(), false, o.shrink_runs};
+    const auto shrink_start = std::chrono::steady_clock::now();
     const std::optional<Shrunk> shrunk = shrink_case(kill->spec, kill->result, request);
+    row.shrink_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - shrink_start).count();
     if (!shrunk) continue;
+    row.shrink_runs += shrunk->result.runs;
+    if (row.shrink_cut_by.empty()) row.shrink_cut_by = shrunk->result.cut_by;
     const std::size_t steps = shrunk->result.steps_after;
     const std::filesystem::path dir(o.out_dir);
     std::error_code ec;
@@ -227,6 +236,25 @@ Row run_row(const sim::PlantedBug& info, const KillMatrixOptions& o,
   return row;
 }
 
+// What keeps a row from passing, one phrase each (none: it passes).
+std::vector<std::string> row_problems(const Row& row) {
+  std::vector<std::string> out;
+  if (!row.kill) out.push_back("not killed by its campaign");
+  if (row.negative == "MISSING") {
+    out.push_back("no negative scenario names it");
+  } else if (row.negative != "-" && row.negative.rfind("ok (", 0) != 0) {
+    out.push_back("negative scenario " + row.negative);
+  }
+  if (row.hand_steps > 0 && row.shrunk_steps > row.shrunk_bound) {
+    out.push_back("shrunk to " + std::to_string(row.shrunk_steps) + " steps, over its bound of " +
+                  std::to_string(row.shrunk_bound) +
+                  (row.shrink_cut_by.empty() ? "" : " (a shrink was cut short by " +
+                                                        row.shrink_cut_by + ")"));
+  }
+  if (row.suites && !row.suites->ran) out.push_back(row.suites->by);
+  return out;
+}
+
 void print_row(const sim::PlantedBug& info, const Row& row, bool json) {
   const double ratio =
       row.hand_steps > 0 && row.shrunk_steps > 0
@@ -239,6 +267,9 @@ void print_row(const sim::PlantedBug& info, const Row& row, bool json) {
                      {"runs", row.runs},
                      {"shrunk_steps", row.shrunk_steps},
                      {"hand_steps", row.hand_steps},
+                     {"shrink_runs", row.shrink_runs},
+                     {"shrink_seconds", row.shrink_seconds},
+                     {"shrink_cut_by", row.shrink_cut_by},
                      {"negative", row.negative}};
     if (row.suites) {
       j["ctest"] = {{"ran", row.suites->ran},
@@ -262,6 +293,12 @@ void print_row(const sim::PlantedBug& info, const Row& row, bool json) {
                      .c_str()
                : "-",
       row.shrunk_steps, row.hand_steps, ratio, row.negative.c_str());
+  if (row.shrink_runs > 0) {
+    std::printf("%-33s shrink: %llu runs in %.1f s, %s\n", "",
+                static_cast<unsigned long long>(row.shrink_runs), row.shrink_seconds,
+                row.shrink_cut_by.empty() ? "to a fixed point"
+                                          : ("cut short by " + row.shrink_cut_by).c_str());
+  }
   if (row.suites) {
     std::printf("%-33s ctest: %s %.1f s%s%s\n", "", row.suites->killed ? "killed" : "not killed",
                 row.suites->seconds, row.suites->by.empty() ? "" : " by ", row.suites->by.c_str());
@@ -341,6 +378,7 @@ int run_kill_matrix(const KillMatrixOptions& o) {
                 "seed", "caught by", "shrunk", "hand", "ratio", "negative scenario");
   }
   std::size_t total = 0;
+  std::vector<std::string> problems;
   for (const sim::PlantedBug& info : sim::kPlantedBugs) {
     if (!o.only.empty() && std::find(o.only.begin(), o.only.end(), info.name()) == o.only.end()) {
       continue;
@@ -354,6 +392,7 @@ int run_kill_matrix(const KillMatrixOptions& o) {
     }
     if (row.suites && row.suites->killed) ++suite_kills;
     print_row(info, row, o.json);
+    for (const std::string& p : row_problems(row)) problems.push_back(info.name() + (": " + p));
   }
   std::sort(kill_times.begin(), kill_times.end());
   if (!o.json) {
@@ -374,6 +413,7 @@ int run_kill_matrix(const KillMatrixOptions& o) {
                   ok ? "all fail under their mutant only" : "PROBLEMS above",
                   ok ? "yes" : "see ratio column");
     }
+    for (const std::string& p : problems) std::printf("NOT OK %s\n", p.c_str());
   }
   return killed == total && ok ? 0 : 1;
 #else

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cowstate/sim/scenario.h"
+#include "cowstate/sim/shrink.h"
 
 namespace cowstate::cli {
 
@@ -25,11 +26,16 @@ std::string active_mutant_name();
 
 struct KillMatrixOptions {
   double seconds_per_mutant = 10;
+  // Runs of fuzzing per mutant (0: as many as the seconds allow); with seconds to spare, the
+  // matrix is the same on every machine.
+  std::uint64_t runs_per_mutant = 0;
   std::uint32_t ops = 400;
   bool json = false;
   std::string negative_dir;  // hand-minimized negative scenarios to check and compare with
   std::string out_dir;       // where each kill's shrunk scenario is written
   double shrink_seconds = 10;
+  // Candidate runs to shrink each kill: unlike seconds, the same bound on every machine.
+  std::uint64_t shrink_runs = sim::ShrinkOptions{}.max_runs;
   std::uint32_t deep_check_every = 1;  // the campaigns' deep-check cadence
   // A build tree of the mutants preset whose tests labelled `mutant-kill` (the unit suites and
   // the scenario files but the negative ones) run under each mutant: the ctest column.

@@ -693,6 +693,8 @@ void add_mutants(CLI::App& app, cowstate::cli::KillMatrixOptions& matrix) {
                                "fuzz every planted bug and report time to kill (mutants build)");
   seconds_option(m, "--time-per-mutant", matrix.seconds_per_mutant, 0.001, 86400,
                  "seconds of fuzzing per mutant");
+  unsigned_option(m, "--runs-per-mutant", matrix.runs_per_mutant, 0, UINT64_MAX,
+                  "runs of fuzzing per mutant, whichever limit comes first (0: no run limit)");
   unsigned_option(m, "--ops", matrix.ops, 1, 10000000, "writer operations per run");
   m->add_flag("--json", matrix.json, "one JSON line per mutant");
   m->add_flag("--list", matrix.list,
@@ -704,6 +706,8 @@ void add_mutants(CLI::App& app, cowstate::cli::KillMatrixOptions& matrix) {
   m->add_option("--out", matrix.out_dir, "directory for the shrunk scenario of each kill");
   seconds_option(m, "--shrink-seconds", matrix.shrink_seconds, 0, 86400,
                  "time to shrink each kill (0: no shrink)");
+  unsigned_option(m, "--shrink-runs", matrix.shrink_runs, 1, UINT64_MAX,
+                  "candidate runs to shrink each kill (the same bound on every machine)");
   unsigned_option(m, "--deep-check-every", matrix.deep_check_every, 0, UINT32_MAX,
                   "deep checks every N steps in the campaigns (0: never)");
   m->add_option("--only", matrix.only, "run only these planted bugs (NAME,NAME or repeated)")

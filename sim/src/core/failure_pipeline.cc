@@ -141,6 +141,7 @@ Shrunk shrink_to_file(const Scenario& failing, const sim::FailureSignature& fail
                       const ShrinkRequest& request) {
   sim::ShrinkOptions options;
   options.max_seconds = request.seconds;
+  options.max_runs = request.runs;
   crash_if_asked("shrinking");
   Shrunk out;
   out.result = sim::shrink(failing, failure, options);

@@ -86,6 +86,7 @@ struct ShrinkRequest {
   double seconds = 30;  // time to shrink
   std::string mutant;   // the planted bug active, which the scenario `kills` ("" : none)
   bool show = true;     // print what was done and the scenario
+  std::uint64_t runs = sim::ShrinkOptions{}.max_runs;  // candidate runs to shrink
 };
 
 // Steps 4 and 5 for a failing scenario (a fixed schedule) that failed as `failure`.

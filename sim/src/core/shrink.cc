@@ -225,9 +225,14 @@ class Shrinker {
   Shrinker(FailureSignature failure, const ShrinkOptions& options)
       : failure_(std::move(failure)), options_(options), start_(Clock::now()) {}
 
-  bool out_of_budget() const {
-    return runs_ >= options_.max_runs ||
-           std::chrono::duration<double>(Clock::now() - start_).count() >= options_.max_seconds;
+  bool out_of_budget() const { return !budget_left().empty(); }
+
+  // "" while the budget lasts, else the limit reached: "runs" or "seconds".
+  std::string budget_left() const {
+    if (runs_ >= options_.max_runs) return "runs";
+    if (std::chrono::duration<double>(Clock::now() - start_).count() >= options_.max_seconds)
+      return "seconds";
+    return "";
   }
 
   // Runs the candidate; true (and it becomes the best) when it fails the same way, with the
@@ -579,6 +584,7 @@ class Shrinker {
         if (!progress) progress = pin_crash_points();
         if (!progress) progress = drop_before_crash();
       }
+      out.cut_by = budget_left();
     }
     // Renaming cannot change the run (names only label tasks); checked all the same.
     const Scenario named = renamed_snapshots(best_);

@@ -57,6 +57,9 @@ struct ShrinkResult {
   FailureSignature signature;
   std::uint64_t runs = 0;
   std::size_t steps_before = 0, steps_after = 0;
+  // Why it stopped: "" at a fixed point (no pass made progress), "runs" or "seconds" when
+  // ShrinkOptions cut it short; only a fixed point or "runs" is the same on every machine.
+  std::string cut_by;
   bool reproduced = false;     // the input failed as recorded (otherwise nothing was shrunk)
   std::string not_reproduced;  // why not, when !reproduced
 };
