@@ -188,6 +188,9 @@ std::uint64_t cost(const Scenario& s) {
   const std::uint64_t config = std::bit_width(c.max_capacity) + std::bit_width(c.initial_capacity) +
                                std::bit_width(c.min_capacity) + (c.identity_hash ? 1U : 0U) +
                                backend_features;
+  // A smaller memory budget is smaller data: the manager spills after fewer writes, which
+  // the other passes may then drop.
+  data += static_cast<std::uint64_t>(std::bit_width(c.budget_bytes) + std::bit_width(c.spill_check));
   return (steps << 40) + (std::min<std::uint64_t>(expectations, 15) << 36) + (pauses << 32) +
          (config << 26) + std::min<std::uint64_t>(data, (std::uint64_t{1} << 26) - 1);
 }
@@ -545,6 +548,28 @@ class Shrinker {
     return progress;
   }
 
+  // A memory budget, then the manager's check interval, to the smallest power of two below
+  // it that still fails: the manager then spills after fewer writes, which the other passes
+  // may drop. Only once they are stuck: lowered first, the budget moves the spills and can
+  // hold on to steps that they would have dropped.
+  bool lower_spill_config() {
+    bool progress = false;
+    auto lower = [this, &progress](auto field) {
+      const std::uint64_t now = best_.config.*field;
+      for (std::uint64_t v = 1; v < now && !out_of_budget(); v *= 2) {
+        Scenario c = best_;
+        c.config.*field = static_cast<std::remove_reference_t<decltype(c.config.*field)>>(v);
+        if (try_candidate(c)) {
+          progress = true;
+          break;
+        }
+      }
+    };
+    lower(&ScenarioConfig::budget_bytes);
+    lower(&ScenarioConfig::spill_check);
+    return progress;
+  }
+
   ShrinkResult run(const Scenario& failing) {
     ShrinkResult out;
     out.steps_before = failing.step_count();
@@ -581,6 +606,7 @@ class Shrinker {
         progress = simplify_config() || progress;
         // The passes that cost a run or more per line, once the cheap ones are done.
         if (!progress) progress = merge_task_steps();
+        if (!progress) progress = lower_spill_config();
         if (!progress) progress = pin_crash_points();
         if (!progress) progress = drop_before_crash();
       }

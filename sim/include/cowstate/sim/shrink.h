@@ -19,8 +19,11 @@
 //      ones, a power loss's crash point nearer the end and its seeds and fault position
 //      smaller;
 //   6. only when nothing above helps (a run or more per line): a task's step at each of
-//      its lines made `step all`, two of its steps merged into one; a step shortly before
-//      a power loss dropped with the crash point (`after=now-K`) moved back to match.
+//      its lines made `step all`, two of its steps merged into one; a memory budget, then
+//      the spill manager's check interval, lowered to the smallest power of two that still
+//      fails (the manager then spills after fewer writes, which the passes above drop);
+//      a step shortly before a power loss dropped with the crash point (`after=now-K`)
+//      moved back to match.
 // Every candidate is a full simulation run with every check on, bounded by ShrinkOptions.
 #pragma once
 
