@@ -60,6 +60,12 @@ out=$("$cowstate" mutants --only free_retired_early --runs-per-mutant 200 --shri
 code=$?
 check "with runs enough it passes (exit $code)" test $code -eq 0
 check "and its shrink reaches a fixed point" grep -q "shrink: [0-9]* runs in .* to a fixed point" <<<"$out"
+# A campaign too short to kill (torn_header_accepted's first kill is run 94) fails the matrix.
+out=$("$cowstate" mutants --only torn_header_accepted --runs-per-mutant 1 \
+  --negative "$source_dir/scenarios/negative" 2>&1)
+code=$?
+check "a mutant its campaign does not kill fails the matrix (exit $code)" test $code -eq 1
+check "and is named last" grep -q "^NOT OK torn_header_accepted: not killed by its campaign$" <<<"$(tail -n 1 <<<"$out")"
 
 # The release-mode build prints the debug builds' golden traces.
 out=$(bash "$source_dir/tests/cli/determinism.sh" "$cowstate" "$source_dir")

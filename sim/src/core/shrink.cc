@@ -228,10 +228,10 @@ class Shrinker {
   Shrinker(FailureSignature failure, const ShrinkOptions& options)
       : failure_(std::move(failure)), options_(options), start_(Clock::now()) {}
 
-  bool out_of_budget() const { return !budget_left().empty(); }
+  bool out_of_budget() const { return !limit_reached().empty(); }
 
-  // "" while the budget lasts, else the limit reached: "runs" or "seconds".
-  std::string budget_left() const {
+  // The ShrinkOptions limit reached, "runs" or "seconds"; "" while neither is.
+  std::string limit_reached() const {
     if (runs_ >= options_.max_runs) return "runs";
     if (std::chrono::duration<double>(Clock::now() - start_).count() >= options_.max_seconds)
       return "seconds";
@@ -610,7 +610,7 @@ class Shrinker {
         if (!progress) progress = pin_crash_points();
         if (!progress) progress = drop_before_crash();
       }
-      out.cut_by = budget_left();
+      out.cut_by = limit_reached();
     }
     // Renaming cannot change the run (names only label tasks); checked all the same.
     const Scenario named = renamed_snapshots(best_);
