@@ -152,5 +152,5 @@ TEST_CASE("the scenario language's yield points are the catalog's", "[sim][cover
     if (p.kind == CoverageKind::yield) catalog.emplace_back(p.name);
   }
   CHECK(catalog == yield_points());
-  CHECK(catalog.size() == 11);
+  CHECK(catalog.size() == 12);
 }

@@ -43,6 +43,17 @@
 // with state_version < H is never mutated or handed out mutably; it is copied first.
 // With no live snapshot (H = 0) nothing is ever copied: identity is preserved.
 //
+// Change tracking
+// ---------------
+// For incremental checkpoints a map may track its changes (track_changes(); the records
+// and their rules are cowstate/change_log.h's): every insert, copy and in-place change
+// records its slot once per interval between snapshot starts, and moves the entry's version
+// to the map version (it is writable, so its version is at least H and stays so); every
+// removal records a tombstone. A snapshot's start seals the interval's record, and the
+// snapshot holds the records since the last completed checkpoint's snapshot (the base):
+// its changed entries are its entries of version >= base among those slots.
+// Untracked, a map records nothing and never changes a version in place.
+//
 // Incremental rehash
 // ------------------
 // When size exceeds 0.75 * capacity, a table of twice the capacity is allocated and every
@@ -90,6 +101,10 @@
 //      bitmap marks exactly the live entries' slots.
 //  I13 No segment (bucket heads, live-slot bitmap) born before H is written; it is copied
 //      first, the copy born at map_version, the original retired as in I10.
+//  I14 Tracking changes, every live entry of version v >= the base has its slot in
+//      interval v's change record.
+//  I15 Tracking changes, every key live at the base's snapshot and removed since has a
+//      tombstone in a record from the base on.
 #pragma once
 
 #include <algorithm>
@@ -112,6 +127,7 @@
 #include "cowstate/append_log.h"
 #include "cowstate/assert.h"
 #include "cowstate/box_pool.h"
+#include "cowstate/change_log.h"
 #include "cowstate/entry_pool.h"
 #include "cowstate/hooks.h"
 #include "cowstate/segment_table.h"
@@ -265,6 +281,19 @@ class CowStateMap {
   // REQUIRES: the writer thread; fewer than 2^32 - 2 snapshots over the map's life (I1).
   Snapshot snapshot();
 
+  // Change tracking, for incremental checkpoints (cowstate/change_log.h): from this call on,
+  // the map records what it creates, changes and removes, and each snapshot captures what
+  // changed since the base. The first snapshot after it has no base (its delta is all of it).
+  // REQUIRES: the writer thread; not yet tracking.
+  void track_changes();
+  bool tracks_changes() const noexcept { return changes_.on(); }
+  // The checkpoint of snapshot `version` completed: later snapshots' deltas start from it
+  // (unless a newer one completed already). A checkpoint that fails or is cancelled calls
+  // nothing. REQUIRES: the writer thread; tracking; `version` a snapshot's version.
+  void checkpoint_completed(std::uint32_t version) { changes_.complete(version); }
+  // Bytes of the change records the map holds (snapshots may hold sealed ones longer).
+  std::size_t change_log_bytes() const noexcept { return changes_.bytes(); }
+
   // Writer-side: frees what released snapshots no longer need; returns the entries and
   // boxed states that stay retired (segments: segment_bytes().retired).
   std::size_t retired_count();
@@ -281,8 +310,8 @@ class CowStateMap {
   }
 
   // Bytes held by the map: entry slabs, segments (live and retired), the boxed states'
-  // chunks and what the states own on the heap (StateHeapBytes, live and retired), and
-  // bookkeeping. O(1). Writer thread.
+  // chunks and what the states own on the heap (StateHeapBytes, live and retired), the
+  // change log, and bookkeeping. O(1). Writer thread.
   std::size_t memory_bytes() const noexcept {
     heap_.settle();
     const SegmentBytes segments = segment_bytes();
@@ -290,7 +319,7 @@ class CowStateMap {
                         retired_entries_.capacity() * sizeof(RetiredEntry) +
                         retired_states_.capacity() * sizeof(RetiredState) +
                         retired_segments_.capacity() * sizeof(RetiredSegment) + heap_.live() +
-                        heap_.retired();
+                        heap_.retired() + changes_.bytes();
     if constexpr (!kInline) bytes += boxes_.bytes_reserved();
     return bytes;
   }
@@ -536,8 +565,25 @@ class CowStateMap {
   S* new_state(Args&&... args);
   // Frees a boxed state. REQUIRES: no live snapshot may reach it; no live entry holds it.
   void free_state(S* state);
-  // Sets the state of entry `e` to `state`. REQUIRES: `e` is writable (I3).
-  void assign_state(Entry& e, S&& state, std::uint32_t h);
+  // Sets the state of entry `w` to `state`. REQUIRES: `w` is writable (I3).
+  void assign_state(SlotRef w, S&& state, std::uint32_t h);
+  // Change tracking (change_log.h): entry `e` in slot `slot` is about to change in place;
+  // records it once per interval, with the interval's version (I14). REQUIRES: writable.
+  // The check is inline, the recording out of line: an untracked map pays one compare.
+  [[gnu::always_inline]] void note_change(std::uint32_t slot, Entry& e) {
+    if (e.entry_version < track_below_) [[unlikely]]
+      record_change(slot, e);
+  }
+  [[gnu::noinline]] void record_change(std::uint32_t slot, Entry& e) {
+    e.entry_version = map_version_;
+    changes_.note_slot(slot);
+  }
+  // A new entry (inserted or copied) in `slot`, born at the map version.
+  [[gnu::always_inline]] void note_new(std::uint32_t slot) {
+    if (changes_.on()) [[unlikely]]
+      record_new(slot);
+  }
+  [[gnu::noinline]] void record_new(std::uint32_t slot) { changes_.note_slot(slot); }
   // Moves or copies the state out of an entry that is about to change.
   S take_old_state(Entry& e, std::uint32_t h);
   // Inserts a new entry at the head of the bucket (grows first if needed).
@@ -600,6 +646,9 @@ class CowStateMap {
   std::uint32_t threshold_ = 0;
   std::uint32_t map_version_ = 0;
   std::uint32_t seen_release_seq_ = 0;
+  // Change tracking: map_version_ while tracking, else 0 (no entry version is below it).
+  std::uint32_t track_below_ = 0;
+  ChangeLog<K, N> changes_;
   AppendLog<RetiredEntry> retired_entries_;
   AppendLog<RetiredState> retired_states_;
   AppendLog<RetiredSegment> retired_segments_;
@@ -912,6 +961,7 @@ inline auto CowStateMap<K, N, S, H>::copy_entry(std::uint32_t src, const Entry& 
   retired_entries_.append_unchecked(RetiredEntry{src, s.entry_version, map_version_});
   mark_live(idx, h);
   mark_vacant(src, h);
+  note_new(idx);
   return {idx, copy};
 }
 
@@ -1008,9 +1058,11 @@ void CowStateMap<K, N, S, H>::dispose_unlinked(std::uint32_t index, std::uint32_
 }
 
 template <class K, class N, class S, class H>
-void CowStateMap<K, N, S, H>::assign_state(Entry& e, S&& state, std::uint32_t h) {
+void CowStateMap<K, N, S, H>::assign_state(SlotRef w, S&& state, std::uint32_t h) {
+  Entry& e = *w.entry;
   COWSTATE_ASSERT(e.entry_version >= h || COWSTATE_MUTANT(skip_chain_prefix_copy), "I3",
                   "assigning the state of a shared entry");
+  note_change(w.index, e);
   if constexpr (kInline) {
     e.state = std::move(state);
   } else {
@@ -1091,11 +1143,16 @@ template <class K, class N, class S, class H>
 S& CowStateMap<K, N, S, H>::writable_state(Table& t, std::uint32_t b, std::uint32_t i,
                                            std::uint32_t h) {
   if constexpr (kInline) {
-    return make_writable(t, b, i, h).entry->state;
+    const SlotRef w = make_writable(t, b, i, h);
+    if (!COWSTATE_MUTANT(handout_not_logged)) note_change(w.index, *w.entry);
+    return w.entry->state;
   } else {
-    Entry* e = &at(i);
+    SlotRef w{i, &at(i)};
+    if (must_copy_state(w.entry->state_version, h) && !COWSTATE_MUTANT(shared_state_mutable)) {
+      w = make_writable(t, b, i, h);
+    }
+    Entry* e = w.entry;
     if (must_copy_state(e->state_version, h) && !COWSTATE_MUTANT(shared_state_mutable)) {
-      e = make_writable(t, b, i, h).entry;
       COWSTATE_PROBE("cow.state_copy");
       S* fresh = new_state(*e->state);
       retire_state(e->state, e->state_version);
@@ -1104,6 +1161,11 @@ S& CowStateMap<K, N, S, H>::writable_state(Table& t, std::uint32_t b, std::uint3
     }
     COWSTATE_ASSERT(e->state_version >= h || COWSTATE_MUTANT(shared_state_mutable), "I4",
                     "handing out a shared state mutably");
+    // A state born at or after H was assigned while its entry was writable, and the entry
+    // has stayed so (only a new snapshot makes it shared, and then its state too).
+    COWSTATE_DEBUG_ASSERT(e->entry_version >= h || COWSTATE_MUTANT(shared_state_mutable), "I3",
+                          "a fresh state in a shared entry");
+    if (!COWSTATE_MUTANT(handout_not_logged)) note_change(w.index, *e);
     heap_.hand_out(e->state);  // the caller may change it: counted again at the next settle
     return *e->state;
   }
@@ -1125,10 +1187,11 @@ inline void CowStateMap<K, N, S, H>::put(const K& key, const N& ns, S state) {
         copy_for_write(t, b, i, e, h).entry->state = std::move(state);
         return;
       }
+      note_change(i, e);
       e.state = std::move(state);
       return;
     }
-    assign_state(*make_writable(t, b, i, h).entry, std::move(state), h);
+    assign_state(make_writable(t, b, i, h), std::move(state), h);
     return;
   }
   insert_new(&t, hash, key, ns, std::move(state), h);
@@ -1142,9 +1205,9 @@ std::optional<S> CowStateMap<K, N, S, H>::put_and_get_old(const K& key, const N&
   Table& t = *tp;
   std::uint32_t i = find_in(t, b, hash, key, ns, nullptr);
   if (i != 0) {
-    Entry& e = *make_writable(t, b, i, h).entry;
-    std::optional<S> old(take_old_state(e, h));
-    assign_state(e, std::move(state), h);
+    const SlotRef w = make_writable(t, b, i, h);
+    std::optional<S> old(take_old_state(*w.entry, h));
+    assign_state(w, std::move(state), h);
     return old;
   }
   insert_new(&t, hash, key, ns, std::move(state), h);
@@ -1176,7 +1239,7 @@ void CowStateMap<K, N, S, H>::transform(const K& key, const N& ns, const T& valu
   } else {
     if (i != 0) {
       S fresh = std::invoke(fn, static_cast<const S*>(&state_ref(at(i))), value);
-      assign_state(*make_writable(t, b, i, h).entry, std::move(fresh), h);
+      assign_state(make_writable(t, b, i, h), std::move(fresh), h);
       return;
     }
     S fresh = std::invoke(fn, static_cast<const S*>(nullptr), value);
@@ -1224,6 +1287,7 @@ inline std::uint32_t CowStateMap<K, N, S, H>::emplace_entry(std::uint32_t hash, 
     new (&at(idx)) Entry{key, boxed, ns, next, StoredHash(hash), map_version_, map_version_};
   }
   mark_live(idx, h);
+  note_new(idx);
   return idx;
 }
 
@@ -1243,6 +1307,9 @@ void CowStateMap<K, N, S, H>::unlink(Table& t, std::uint32_t b, std::uint32_t i,
   }
   COWSTATE_DEBUG_ASSERT((&t == &primary_ ? primary_size_ : rehash_size_) > 0, "I5",
                         "unlinking from a table that counts no entry");
+  if (changes_.on() && !COWSTATE_MUTANT(tombstone_dropped)) [[unlikely]] {
+    changes_.note_removal(at(i).key, at(i).ns);
+  }
   if (&t == &primary_) {
     --primary_size_;
   } else {
@@ -1381,10 +1448,20 @@ auto CowStateMap<K, N, S, H>::snapshot() -> Snapshot {
   const bool both = rehashing() && !COWSTATE_MUTANT(snapshot_primary_directory_only);
   Snapshot snap(this, version, size(), primary_.view(), both ? rehash_.view() : Table::View{},
                 both ? rehash_index_ : 0, live_slots_.view());
+  if (changes_.on()) {
+    snap.changes_ = changes_.seal(version);
+    track_below_ = version;
+  }
   COWSTATE_ASSERT(snap.bucket_span() == primary_cap() + rehash_index_ ||
                       COWSTATE_MUTANT(snapshot_primary_directory_only),
                   "I9", "a snapshot's directories miss a bucket of the map");
   return snap;
+}
+
+template <class K, class N, class S, class H>
+void CowStateMap<K, N, S, H>::track_changes() {
+  changes_.start(map_version_);
+  track_below_ = map_version_;
 }
 
 template <class K, class N, class S, class H>
@@ -1559,6 +1636,25 @@ bool CowStateMap<K, N, S, H>::check_invariants(std::string* why) const {
   if (marked != counts[0] + counts[1]) {
     return fail("I12", "the live-slot bitmap marks " + std::to_string(marked) + " slots, " +
                            std::to_string(counts[0] + counts[1]) + " entries are live");
+  }
+  if (changes_.on() && changes_.has_base()) {
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> recorded;  // (version, slot)
+    auto add = [&recorded](const typename ChangeLog<K, N>::Record& r) {
+      for (const std::uint32_t slot : r.slots) recorded.emplace_back(r.version, slot);
+    };
+    for (const auto& r : changes_.sealed()) add(*r);
+    add(changes_.open());
+    std::sort(recorded.begin(), recorded.end());
+    for (std::uint32_t i = 1; i < seen.size(); ++i) {
+      if (seen[i] == 0 || at(i).entry_version < changes_.base()) continue;
+      if (!std::binary_search(recorded.begin(), recorded.end(),
+                              std::make_pair(at(i).entry_version, i))) {
+        return fail("I14", "the entry in slot " + std::to_string(i) + ", of version " +
+                               std::to_string(at(i).entry_version) +
+                               " (base " + std::to_string(changes_.base()) +
+                               "), is not in that interval's change record");
+      }
+    }
   }
   for (const auto* t : {&primary_, &rehash_}) {
     for (std::size_t seg = 0; seg < t->segments(); ++seg) {

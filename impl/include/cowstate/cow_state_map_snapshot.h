@@ -5,6 +5,7 @@
 // own class; include that one.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <bit>
@@ -237,6 +238,7 @@ class CowStateMapSnapshot {
         rehash_(std::move(o.rehash_)),
         rehash_index_(o.rehash_index_),
         live_(std::move(o.live_)),
+        changes_(std::move(o.changes_)),
         released_(o.released_.load(std::memory_order_relaxed)) {}
   CowStateMapSnapshot& operator=(CowStateMapSnapshot&& o) noexcept {
     if (this != &o) {
@@ -248,6 +250,7 @@ class CowStateMapSnapshot {
       rehash_ = std::move(o.rehash_);
       rehash_index_ = o.rehash_index_;
       live_ = std::move(o.live_);
+      changes_ = std::move(o.changes_);
       released_.store(o.released_.load(std::memory_order_relaxed), std::memory_order_relaxed);
     }
     return *this;
@@ -275,6 +278,42 @@ class CowStateMapSnapshot {
     for (Cursor c = cursor(); !c.done(); c.next()) {
       EntryRef r = c.get();
       fn(r.key, r.ns, r.state);
+    }
+  }
+
+  // What changed since the base of the map's change tracking (cowstate/change_log.h): a
+  // snapshot of a tracking map has a base once a checkpoint of it completed before this
+  // snapshot started. REQUIRES: valid(), for the for_each calls; has_change_base() for them.
+  bool has_change_base() const noexcept { return changes_.has_base; }
+  std::uint32_t change_base() const noexcept { return changes_.base; }
+  // Calls fn(key, ns, state) once for each entry of the snapshot that was created or
+  // changed since the base snapshot started, in ascending pool-slot order.
+  template <class F>
+  void for_each_changed(F&& fn) const {
+    COWSTATE_ASSERT(valid(), "I10", "reading the changes of a released snapshot");
+    COWSTATE_ASSERT(has_change_base(), "REQUIRES", "changes of a snapshot without a base");
+    std::vector<std::uint32_t> slots;
+    for (const auto& r : changes_.records) slots.insert(slots.end(), r->slots.begin(), r->slots.end());
+    std::sort(slots.begin(), slots.end());
+    slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
+    const std::size_t words = live_.size();
+    for (const std::uint32_t slot : slots) {
+      // Only the snapshot's own slots are read: any other may be the writer's (I3).
+      if ((slot >> 6) >= words || ((live_[slot >> 6] >> (slot & 63)) & 1u) == 0) continue;
+      const auto& e = map_->at(slot);
+      if (e.entry_version < changes_.base) continue;
+      COWSTATE_YIELD("map.delta_entry");
+      fn(e.key, e.ns, Map::state_ref(e));
+    }
+  }
+  // Calls fn(key, ns) for each key removed since the base snapshot started (a key removed
+  // and put again is also among the changed entries; applying a delta removes first).
+  template <class F>
+  void for_each_tombstone(F&& fn) const {
+    COWSTATE_ASSERT(valid(), "I10", "reading the changes of a released snapshot");
+    COWSTATE_ASSERT(has_change_base(), "REQUIRES", "changes of a snapshot without a base");
+    for (const auto& r : changes_.records) {
+      for (const auto& t : r->tombstones) fn(t.key, t.ns);
     }
   }
 
@@ -322,6 +361,7 @@ class CowStateMapSnapshot {
   TableView rehash_;  // empty unless a rehash was in flight
   std::uint32_t rehash_index_ = 0;
   LiveView live_;  // the live-slot bitmap: bit i, slot i holds one of the snapshot's entries
+  typename ChangeLog<K, N>::Captured changes_;  // empty unless the map tracks changes
   std::atomic<bool> released_{false};
 };
 

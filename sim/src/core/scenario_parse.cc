@@ -257,7 +257,8 @@ class Parser {
       if (!schedule_setting(key.text, c) && !map_setting(key.text, c) &&
           !backend_setting(key.text, c)) {
         fail(key,
-             "a setting (capacity, min_capacity, max_capacity, hash, schedule, seed, strategy, "
+             "a setting (capacity, min_capacity, max_capacity, hash, changes, schedule, seed, "
+             "strategy, "
              "pct_depth, workload, max_parallelism, key_groups, ttl, ttl_update, "
              "ttl_visibility, ttl_cleanup, ttl_key_switch, ttl_full_snapshot, async_io, io_buffer, "
              "budget, spill_check, cold_cache)");
@@ -301,6 +302,8 @@ class Parser {
       c.max_capacity = in_.positive("a capacity (a positive number)", 1u << 30);
     } else if (key == "hash") {
       c.identity_hash = in_.choice("'default' or 'identity'", "default", "identity");
+    } else if (key == "changes") {
+      c.track_changes = in_.choice("'untracked' or 'tracked'", "untracked", "tracked");
     } else {
       return false;
     }
@@ -359,6 +362,10 @@ class Parser {
     }
     if (c.io_buffer_bytes != d.io_buffer_bytes && !c.async_io) {
       fail(in_.first(), "async_io=on with io_buffer", "io_buffer without async_io");
+    }
+    if (c.track_changes && language_.keyed_states) {
+      fail(in_.first(), "changes=tracked in a map scenario",
+           "changes=tracked in a " + c.workload.str() + " scenario");
     }
     if (c.budget_bytes != 0 && !language_.storage_faults) {
       fail(in_.first(), "budget in a workload of keyed state",

@@ -20,6 +20,7 @@ std::string config_text(const ScenarioConfig& c) {
   if (c.min_capacity != d.min_capacity) add("min_capacity=" + std::to_string(c.min_capacity));
   if (c.max_capacity != d.max_capacity) add("max_capacity=" + std::to_string(c.max_capacity));
   if (c.identity_hash != d.identity_hash) add("hash=identity");
+  if (c.track_changes != d.track_changes) add("changes=tracked");
   if (c.fixed_schedule != d.fixed_schedule) add("schedule=free");
   if (c.seed != d.seed) add("seed=" + std::to_string(c.seed));
   if (c.strategy != d.strategy) add("strategy=" + c.strategy);

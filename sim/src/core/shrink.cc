@@ -187,6 +187,7 @@ std::uint64_t cost(const Scenario& s) {
       (c.cold_cache_percent != plain.cold_cache_percent ? 1U : 0U);
   const std::uint64_t config = std::bit_width(c.max_capacity) + std::bit_width(c.initial_capacity) +
                                std::bit_width(c.min_capacity) + (c.identity_hash ? 1U : 0U) +
+                               (c.track_changes ? 1U : 0U) +
                                backend_features;
   // A smaller memory budget is smaller data: the manager spills after fewer writes, which
   // the other passes may then drop.
@@ -519,6 +520,7 @@ class Shrinker {
     }
     attempt([](ScenarioConfig& c) { c.min_capacity = std::min<std::uint32_t>(c.min_capacity, 1); });
     attempt([](ScenarioConfig& c) { c.identity_hash = false; });
+    attempt([](ScenarioConfig& c) { c.track_changes = false; });
     // The backend's features, each back to its default: a case that fails without TTL, async
     // files or a memory budget says so (a candidate whose steps need the feature is invalid).
     const ScenarioConfig plain;

@@ -156,6 +156,9 @@ const char* yield_point_meaning(const std::string& point) {
   }
 
   if (point == "snapshot_writer.entry") return "between two entries of one serializer step";
+  if (point == "map.delta_entry") {
+    return "between two changed entries a snapshot's delta read hands out";
+  }
   return "a yield point inside production code";
 }
 

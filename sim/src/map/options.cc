@@ -62,6 +62,7 @@ MapWorkloadOptions MapWorkloadOptions::swarm(std::uint64_t seed, std::uint32_t o
   o.live_snapshots_max = static_cast<std::uint32_t>(rng.between(1, 4));
   o.step_entries_max = static_cast<std::uint32_t>(rng.between(1, 8));
   o.cancel_percent = static_cast<std::uint32_t>(rng.below(40));
+  o.track_changes = rng.chance(1, 2);  // drawn last: the draws above stay as they were
   return o;
 }
 
@@ -69,6 +70,7 @@ std::string MapWorkloadOptions::to_string() const {
   std::string out = detail::field_items(*this, kFields);
   out += " identity_hash=";
   out += identity_hash ? "1" : "0";
+  if (track_changes) out += " track_changes=1";
   out += " weights=";
   for (const OpKind op : kWriterOps) {
     if (op != kWriterOps.front()) out += ',';
@@ -89,6 +91,10 @@ std::optional<MapWorkloadOptions> MapWorkloadOptions::parse(std::string_view lin
           known = true;
           *ok = value == "0" || value == "1";
           o.identity_hash = value == "1";
+        } else if (key == "track_changes") {
+          known = true;
+          *ok = value == "0" || value == "1";
+          o.track_changes = value == "1";
         } else if (key == "weights") {
           known = true;
           std::size_t i = 0;

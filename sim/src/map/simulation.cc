@@ -83,6 +83,9 @@ struct SnapshotRecord {
   bool cancel = false;   // asked to stop by the releaser
   bool in_step = false;  // its serializer is inside Writer::step
   bool completed = false;
+  // The snapshot whose completed checkpoint was the map's change base when this one
+  // started (change_log.h), or null when none had completed.
+  const SnapshotRecord* base = nullptr;
   std::size_t emitted = 0;
   std::optional<Image> restored;  // what its bytes restored to, once completed
 };
@@ -124,6 +127,7 @@ class Simulation final : public detail::SimCore {
         model_(std::make_unique<Model>()) {
     step_bound_ =
         config.step_bound != 0 ? config.step_bound : std::uint64_t{opts_.ops_max} * 400 + 100000;
+    if (opts_.track_changes) map_->track_changes();
     track_copies_ = static_cast<bool>(config.on_step);
     if (scenario_ != nullptr) {
       for (const ScenarioItem& item : scenario_->items) {
@@ -139,6 +143,7 @@ class Simulation final : public detail::SimCore {
     if (config.scenario == nullptr) return options_of<MapWorkloadOptions>(*config.options);
     MapWorkloadOptions o;
     o.identity_hash = config.scenario->config.identity_hash;
+    o.track_changes = config.scenario->config.track_changes;
     return detail::scenario_options(*config.scenario, o);
   }
 
@@ -173,6 +178,8 @@ class Simulation final : public detail::SimCore {
   };
   void iterate_to(const SnapshotRecord& rec, IteratedSoFar& it, std::size_t upto);
   void check_restore(SnapshotRecord& rec, const std::vector<std::byte>& bytes);
+  void check_delta(const SnapshotRecord& rec);
+  void notify_completions();
   void check_repeats_refused(const SnapshotRecord& rec, const std::vector<std::byte>& bytes);
   // A restored map starts small and lives within the run's capacity bounds.
   MapOptions restore_options() const {
@@ -264,6 +271,10 @@ class Simulation final : public detail::SimCore {
   std::size_t undecided_count_ = 0;  // live snapshots the releaser has not decided on
   std::unique_ptr<Scratch> rows_ = make_scratch();  // buffers of the deep checks
   VisitCursor visit_cursor_;
+  // Change tracking: serialized snapshots the writer has not yet told the map about (as a
+  // task thread hears of a completed checkpoint), and the map's base.
+  std::vector<const SnapshotRecord*> completions_;
+  const SnapshotRecord* base_ = nullptr;
   // What the writer's last finished step copied (scenario expectations, explain).
   bool track_copies_ = false;
   Placement before_op_;
@@ -308,6 +319,7 @@ void Simulation::writer_body() {
   writer_loop(
       opts_.ops_max, [this](Prng& rng) { return generate(rng); },
       [this](const Action& action) {
+        notify_completions();
         if (track_copies_) before_op_ = placement();
         execute(action);
       },
@@ -470,6 +482,17 @@ void Simulation::start_snapshot(const std::string& name) {
   expect(rec->handle.version() == rec->version, "I1",
          "snapshot " + name + " got version " + std::to_string(rec->handle.version()) + ", model " +
              std::to_string(rec->version));
+  expect(!opts_.track_changes || (rec->handle.has_change_base() == (base_ != nullptr) &&
+                                  (base_ == nullptr || rec->handle.change_base() == base_->version)),
+         "I14",
+         "snapshot " + name + " captured " +
+             (rec->handle.has_change_base()
+                  ? "change base " + std::to_string(rec->handle.change_base())
+                  : std::string("no change base")) +
+             ", the last completed checkpoint is " +
+             (base_ != nullptr ? "of version " + std::to_string(base_->version)
+                               : std::string("none")));
+  rec->base = base_;
   const std::size_t buckets = map_->capacity() + Access::rehash_index(*map_);
   expect(Access::snapshot_bucket_span(rec->handle) == buckets, "I9",
          "snapshot " + name + " sees " + std::to_string(Access::snapshot_bucket_span(rec->handle)) +
@@ -559,13 +582,68 @@ void Simulation::serializer_body(SnapshotRecord& rec, Task& self) {
   expect(iterated.seen.size() == rec.expected.size(), "image",
          name + "'s iterator reached " + std::to_string(iterated.seen.size()) +
              " entries, its version holds " + std::to_string(rec.expected.size()));
+  rec.in_step = true;
+  check_delta(rec);
+  rec.in_step = false;
+  if (rec.cancel) {  // cancelled while it read its delta: its checkpoint does not complete
+    trace(self.name + " stops: " + name + " was cancelled");
+    release(rec, self.name);
+    end_unit(self);
+    return;
+  }
   // The bytes are complete: like the async phase of a checkpoint, the serializer is done
   // with the snapshot before it checks what it wrote.
   release(rec, self.name);
   check_restore(rec, writer->bytes());
   rec.completed = true;
+  if (opts_.track_changes) completions_.push_back(&rec);
   ++result_.stats.snapshots_checked;
   end_unit(self);
+}
+
+// I14, I15: the changes rec's snapshot captured since its base, applied to the base's image
+// (tombstones first), give rec's image. Read like an incremental checkpoint's async phase,
+// with the writer free to run at every changed entry.
+void Simulation::check_delta(const SnapshotRecord& rec) {
+  if (rec.base == nullptr) return;
+  Image applied = rec.base->expected;
+  std::size_t tombstones = 0;
+  std::size_t changed = 0;
+  rec.handle.for_each_tombstone([&](const Key& k, const Ns& n) {
+    applied.erase(std::make_pair(k, n));
+    ++tombstones;
+  });
+  rec.handle.for_each_changed([&](const Key& k, const Ns& n, const State& s) {
+    applied[std::make_pair(k, n)] = s;
+    ++changed;
+  });
+  trace(rec.name + " delta from " + rec.base->name + ": " + std::to_string(changed) +
+        " changed, " + std::to_string(tombstones) + " tombstones");
+  const std::string from = rec.name + "'s delta from " + rec.base->name;
+  for (const auto& [key, state] : rec.expected) {
+    const std::string where = "(" + std::to_string(key.first) + "," + std::to_string(key.second) + ")";
+    const auto it = applied.find(key);
+    expect(it != applied.end(), "I14",
+           from + " loses " + where + " " + text(state) + ", which " + rec.name + " holds");
+    expect(it->second == state, "I14",
+           from + " leaves " + where + " at " + text(it->second) + ", " + rec.name + " holds " +
+               text(state));
+  }
+  for (const auto& [key, state] : applied) {
+    expect(rec.expected.count(key) == 1, "I15",
+           from + " keeps (" + std::to_string(key.first) + "," + std::to_string(key.second) +
+               ") " + text(state) + ", which " + rec.name + " does not hold: no tombstone");
+  }
+}
+
+// The writer hears of the checkpoints completed since its last operation, in order.
+void Simulation::notify_completions() {
+  for (const SnapshotRecord* r : completions_) {
+    map_->checkpoint_completed(r->version);
+    if (base_ == nullptr || r->version > base_->version) base_ = r;
+    trace("writer checkpoint of " + r->name + " completed");
+  }
+  completions_.clear();
 }
 
 // Advances rec's public iterator until it has visited `upto` entries (or its end), checking

@@ -41,6 +41,7 @@ class MapWorkload final : public WorkloadWithOptions<MapWorkloadOptions> {
     config->min_capacity = o.min_capacity;
     config->max_capacity = o.max_capacity;
     config->identity_hash = o.identity_hash;
+    config->track_changes = o.track_changes;
   }
   bool narrate(const Scenario& scenario, bool dot, Narration* out, std::string*) const override {
     const Explanation e = explain_scenario(scenario);

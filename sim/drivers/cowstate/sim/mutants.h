@@ -103,6 +103,10 @@ inline constexpr PlantedBug kPlantedBugs[] = {
      "the manager spills the most requested heap key groups first"},
     {mutants::Mutant::load_skips_distinct_check, "map", false,
      "a bulk load links every entry without checking that its key is new"},
+    {mutants::Mutant::handout_not_logged, "map", false,
+     "a mutable hand-out (get_mutable, in-place transform) is not recorded as a change"},
+    {mutants::Mutant::tombstone_dropped, "map", false,
+     "a removal leaves no tombstone in the change log"},
 };
 constexpr bool in_enum_order() noexcept {
   for (std::size_t i = 0; i < std::size(kPlantedBugs); ++i) {

@@ -45,6 +45,10 @@ struct MapWorkloadOptions {
   std::uint32_t step_entries_max = 4;  // serializer step budget in entries
   std::uint32_t cancel_percent = 10;   // chance the releaser cancels a snapshot when it runs
   std::uint32_t deep_check_every = 1;  // check_invariants() and full compares; 0 = never
+  // The map tracks changes (change_log.h): each serialized snapshot is a completed
+  // checkpoint, and the next snapshot's delta from it is checked (I14, I15). Printed only
+  // when on, so case files recorded before it replay unchanged.
+  bool track_changes = false;
 
   // A per-seed mix; ops_max and deep_check_every are left as given.
   static MapWorkloadOptions swarm(std::uint64_t seed, std::uint32_t ops_max,

@@ -455,6 +455,7 @@ struct ScenarioConfig {
   std::uint32_t min_capacity = 4;
   std::uint32_t max_capacity = 1u << 30;
   bool identity_hash = false;  // bucket = (key + ns) mod capacity: collisions on demand
+  bool track_changes = false;  // changes=tracked: the map workload's change tracking
   bool fixed_schedule = true;
   std::uint64_t seed = 1;           // free schedules: the strategy's seed
   std::string strategy = "random";  // free schedules: random or pct
