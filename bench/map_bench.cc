@@ -558,6 +558,54 @@ BENCH_TIMED double restore_batch(const std::vector<std::vector<std::byte>>& file
   return elapsed_ns(t0, t1);
 }
 
+// cowstate only: an incremental checkpoint's read of a 1% delta. A map of the workload's
+// keys that tracks changes completes a checkpoint, then 1% of its keys (every hundredth of
+// `shuffled`) are updated and a snapshot taken; the timed regions are that snapshot's
+// delta read (for_each_changed and for_each_tombstone, summing the states) and its full
+// serialization by MapSnapshotWriter, alternately. Returns ns per changed entry and the
+// delta read's time as a share of the full serialization's.
+struct DeltaSample {
+  double ns_per_changed_entry;
+  double share_of_full;
+};
+DeltaSample time_delta_read(const Workload& w) {
+  CowMap m;
+  m.track_changes();
+  for (const Key& k : w.keys) m.put(k.key, k.ns, 1);
+  CowMap::Snapshot base = m.snapshot();
+  base.release();
+  m.checkpoint_completed(base.version());
+  std::size_t changed = 0;
+  for (std::size_t i = 0; i < w.n; i += 100, ++changed) {
+    m.put(w.shuffled[i].key, w.shuffled[i].ns, 2);
+  }
+  CowMap::Snapshot snap = m.snapshot();
+  double delta_ns = 0;
+  double full_ns = 0;
+  for (std::size_t p = 0; p < w.passes; ++p) {
+    std::int64_t sum = 0;
+    std::size_t seen = 0;
+    const auto t0 = Clock::now();
+    snap.for_each_tombstone([&](const std::uint64_t&, const std::int32_t&) { ++seen; });
+    snap.for_each_changed([&](const std::uint64_t&, const std::int32_t&, const State& v) {
+      sum += v;
+      ++seen;
+    });
+    const auto t1 = Clock::now();
+    do_not_optimize(&sum);
+    expect_count(seen, changed, "delta-read", "cowstate", w.n);
+    delta_ns += elapsed_ns(t0, t1);
+    std::vector<CowMap::Snapshot> one;
+    one.push_back(std::move(snap));
+    std::vector<std::vector<std::byte>> files;
+    full_ns += serialize_batch(one, files);
+    one.clear();
+    snap = m.snapshot();
+  }
+  snap.release();
+  return {delta_ns / static_cast<double>(w.passes * changed), delta_ns / full_ns};
+}
+
 SerializeSample time_serialize_restore(CowMap& m, const Workload& w) {
   double ser = 0;
   double res = 0;
@@ -676,7 +724,8 @@ void usage() {
       "  --quick    smoke run: sizes 1000,10000, 1 rep, short samples\n"
       "  --json     also write every sample to FILE\n"
       "  --ops      only these operations (get-hit, get-miss, put-update, put-new, remove,\n"
-      "             first-write-snap, snapshot-start, serialize, restore, memory)\n"
+      "             first-write-snap, snapshot-start, serialize, restore, delta-read,\n"
+      "             memory)\n"
       "  --min-ops  operations timed per sample (whole passes); default 1000000\n"
       "  --seed     workload seed; default 0xc0ffee5eed\n"
       "  --slices   read/update samples are cut into at most N slices, interleaved across\n"
@@ -938,6 +987,11 @@ void run_size(const Options& o, std::size_t n, Results& results) {
       if (round == 1) {
         results.row("snapshot file", "B/entry", n).samples[kCow].push_back(sr.file_bytes_per_entry);
       }
+    }
+    if (op_enabled(o, "delta-read")) {
+      const DeltaSample d = time_delta_read(w);
+      results.row("delta-read 1%", "ns/entry", n).samples[kCow].push_back(d.ns_per_changed_entry);
+      results.row("delta/full", "%", n).samples[kCow].push_back(100 * d.share_of_full);
     }
 #endif
   }
