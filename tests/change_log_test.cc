@@ -181,6 +181,26 @@ TEST_CASE("a snapshot keeps the change records it captured after the log drops t
   CHECK(applied(a_image, b) == image(b));
 }
 
+TEST_CASE("a map made with track_changes tracks from its first entry, a bulk load included",
+          "[map][changes]") {
+  VecMap m(MapOptions{.initial_capacity = 4, .track_changes = true});
+  CHECK(m.tracks_changes());
+  {
+    auto loader = m.load(2);
+    loader.add(1, 0, {1});
+    loader.add(2, 0, {2});
+    REQUIRE_FALSE(loader.finish().has_value());  // no key given twice
+  }
+  const auto [base, base_image] = completed_checkpoint(m);
+  m.get_mutable(1, 0)->push_back(10);
+  m.remove(2, 0);
+  auto s = m.snapshot();
+  CHECK(s.change_base() == base);
+  CHECK(changed_keys(s) == std::set<Key>{{1, 0}});
+  CHECK(tombstones(s) == std::set<Key>{{2, 0}});
+  CHECK(applied(base_image, s) == image(s));
+}
+
 TEST_CASE("a map that does not track changes records nothing", "[map][changes]") {
   VecMap m(kFour);
   m.put(1, 0, {1});

@@ -141,6 +141,9 @@ struct MapOptions {
   std::uint32_t initial_capacity = 128;
   std::uint32_t min_capacity = 4;
   std::uint32_t max_capacity = 1u << 30;
+  // Track changes from construction on (track_changes()): what a backend sets for every
+  // map it creates when it writes incremental checkpoints.
+  bool track_changes = false;
 };
 
 namespace detail {
@@ -690,6 +693,7 @@ CowStateMap<K, N, S, H>::CowStateMap(MapOptions options, H hash)
   live_slots_.assign_zero(0, kLiveSlotsShift, map_version_);
   primary_mask_ = cap - 1;
   threshold_ = threshold_for(cap);
+  if (options.track_changes) track_changes();
 }
 
 template <class K, class N, class S, class H>
