@@ -7,7 +7,8 @@
 //   ser<N>      one per snapshot: advances the production snapshot writer a bounded number
 //               of entries per step, checks every emitted entry against the model image of
 //               its version, and at completion restores the bytes into a fresh map and
-//               compares; then releases the snapshot.
+//               compares; then releases the snapshot. With change tracking it also reads
+//               its delta from the last completed snapshot (the base) and checks it.
 //   releaser    cancels and releases snapshots before their serializers finish, in any
 //               order, sometimes twice.
 // Named yield points inside production code (COWSTATE_YIELD, compiled into sim builds)
@@ -25,6 +26,8 @@
 //   minimal     a write to an entry no live snapshot can see does not copy it
 //   I10         no slot a live snapshot reaches is free; nothing stays retired once every
 //               snapshot is released
+//   I14, I15    with change tracking, a completed snapshot's delta from its base, applied
+//               to the base's image, gives its image
 //   I*          check_invariants() at the deep cadence
 #pragma once
 
