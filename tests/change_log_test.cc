@@ -148,12 +148,14 @@ TEST_CASE("copies under a live snapshot and rehash moves never lose a change",
   for (std::uint64_t k = 0; k < 20; ++k) m.put(k, k % 2 == 0 ? 0 : 1, {static_cast<std::int64_t>(k)});
   auto base = m.snapshot();
   const auto base_image = image(base);
+  const std::uint32_t capacity_at_base = m.capacity();
   m.checkpoint_completed(base.version());
   // base stays live: every write below copies what it shares, and the map keeps growing
   // (and rehashing) past it.
   for (std::uint64_t k = 0; k < 40; k += 3) m.put(k, k % 2 == 0 ? 0 : 1, {-1});
   for (std::uint64_t k = 1; k < 20; k += 5) m.remove(k, k % 2 == 0 ? 0 : 1);
   m.get_mutable(2, 0)->push_back(7);
+  CHECK(m.capacity() > capacity_at_base);  // the map grew (rehashed) under the live base
   auto s = m.snapshot();
   CHECK(applied(base_image, s) == image(s));
   // The base's own image is untouched by all of it.

@@ -15,8 +15,9 @@
 // Deltas
 // ------
 // The base is the version of the last snapshot whose checkpoint completed (complete(b));
-// until one did there is none, and a snapshot's delta is all of it. A snapshot at version v captures the sealed records of intervals [base, v). What
-// changed between snapshot `base` and snapshot v is then: the entries of snapshot v whose
+// until one did there is none, and a snapshot's delta is all of it. A snapshot at version
+// v captures the sealed records of intervals [base, v). What changed between snapshot
+// `base` and snapshot v is then: the entries of snapshot v whose
 // version is at least the base (their slots are among the captured records' slots), and
 // the tombstones of the captured records. Applying a delta to the image of snapshot
 // `base`: remove every tombstone's key, then put every changed entry (a key removed and

@@ -1152,11 +1152,10 @@ S& CowStateMap<K, N, S, H>::writable_state(Table& t, std::uint32_t b, std::uint3
     return w.entry->state;
   } else {
     SlotRef w{i, &at(i)};
-    if (must_copy_state(w.entry->state_version, h) && !COWSTATE_MUTANT(shared_state_mutable)) {
-      w = make_writable(t, b, i, h);
-    }
     Entry* e = w.entry;
     if (must_copy_state(e->state_version, h) && !COWSTATE_MUTANT(shared_state_mutable)) {
+      w = make_writable(t, b, i, h);
+      e = w.entry;
       COWSTATE_PROBE("cow.state_copy");
       S* fresh = new_state(*e->state);
       retire_state(e->state, e->state_version);

@@ -98,8 +98,8 @@ namespace cowstate::mutants {
   X(accounting_forgets_retired)       \
   X(load_loses_ttl_timestamps)        \
   X(spill_hottest_first)              \
-  X(load_skips_distinct_check)       \
-  X(handout_not_logged)              \
+  X(load_skips_distinct_check)        \
+  X(handout_not_logged)               \
   X(tombstone_dropped)
 
 enum class Mutant : std::uint8_t {
