@@ -13,6 +13,18 @@
 //            next in an AsyncBufferPool, as CheckpointStorage does): elapsed (wall) time,
 //            since that thread's CPU time is not the caller's; and, as "I/O thread CPU",
 //            the process's CPU time for it (both threads), what the overlap costs in all
+// Incremental checkpoints (a second table; u64 -> int64, uncompressed, into memory, so that
+// serialization alone is timed): a backend writing incremental checkpoints
+// (KeyedStateBackend::enable_incremental_checkpoints) and a plain one receive the same
+// updates; after each round of updates both write a checkpoint, the plain one in full.
+//   1% / 100% updated
+//            bytes and time (sync + async phase) of the incremental checkpoint after that
+//            share of the keys was updated, as a share of the full one's. Targets: at 1%
+//            <= 3% of the bytes and <= 5% of the time; at 100% <= 110% of the time.
+//   restore, full + 10 deltas
+//            restore of an incremental checkpoint whose chain is a full checkpoint and 10
+//            deltas of 1% each, against the restore of the full checkpoint of the same
+//            state. Target: <= 1.5x.
 // MB/s = checkpoint bytes / time (1 MB = 1e6 bytes). Each figure is the median of --reps
 // samples; time is the thread's CPU time (user + system: the write(2) and read(2) copies
 // count), so other load on a shared machine does not count; --wall uses the monotonic
@@ -181,6 +193,132 @@ Row run_case(const char* name, std::uint64_t n, cowstate::Compression c, const s
           mb / median(restores)};
 }
 
+// Writes checkpoint `id` of `b` into memory; adds its thread time to *seconds.
+std::vector<std::byte> checkpoint_into_memory(Backend& b, std::uint64_t id, double* seconds) {
+  cowstate::MemoryCheckpointSink sink;
+  const double t0 = now_seconds();
+  cowstate::CheckpointWriter w(b.snapshot(id), &sink);
+  while (!w.step(std::size_t{1} << 16)) {
+  }
+  const double t1 = now_seconds();
+  if (!w.done()) die(w.status().message());
+  *seconds += t1 - t0;
+  return sink.take();
+}
+
+struct IncrementalRows {
+  double bytes_1 = 0, time_1 = 0;      // shares of the full checkpoint's, at 1% updated
+  double bytes_100 = 0, time_100 = 0;  // at 100% updated
+  double restore_ratio = 0;            // full + 10 deltas / full
+  double full_mb = 0, delta_mb = 0;
+};
+
+IncrementalRows run_incremental(std::uint64_t n, int reps) {
+  using State = cowstate::ValueState<Backend, cowstate::VoidNamespaceSerializer,
+                                     cowstate::Int64Serializer>;
+  const auto all = cowstate::KeyGroupRange::all(128);
+  Backend inc(all);
+  inc.enable_incremental_checkpoints({.full_every = 1000});
+  Backend plain(all);
+  State& si = inc.value_state<cowstate::VoidNamespaceSerializer, cowstate::Int64Serializer>("s");
+  State& sp = plain.value_state<cowstate::VoidNamespaceSerializer, cowstate::Int64Serializer>("s");
+  std::uint64_t rng = 42;
+  std::vector<std::uint64_t> keys(n);
+  auto update = [&](std::uint64_t i, std::int64_t v) {
+    if (!inc.set_current_key(keys[i]).ok() || !plain.set_current_key(keys[i]).ok()) {
+      die("key outside the range");
+    }
+    si.update(v);
+    sp.update(v);
+  };
+  for (std::uint64_t i = 0; i < n; ++i) {
+    keys[i] = splitmix64(rng);
+    update(i, static_cast<std::int64_t>(i));
+  }
+  std::uint64_t id = 0;
+  auto round = [&](std::uint64_t share_pct, double* inc_s, double* full_s, std::size_t* inc_b,
+                   std::size_t* full_b) {
+    for (std::uint64_t j = 0; j < n * share_pct / 100; ++j) {
+      const std::uint64_t i = share_pct == 100 ? j : splitmix64(rng) % n;
+      update(i, static_cast<std::int64_t>(splitmix64(rng) >> 1));
+    }
+    ++id;
+    std::vector<std::byte> c = checkpoint_into_memory(inc, id, inc_s);
+    inc.notify_checkpoint_complete(id, c.size());
+    *inc_b = c.size();
+    *full_b = checkpoint_into_memory(plain, id, full_s).size();
+    return c;
+  };
+  double ignore = 0;
+  std::size_t b0 = 0;
+  std::size_t b1 = 0;
+  std::vector<std::vector<std::byte>> chain{round(0, &ignore, &ignore, &b0, &b1)};  // full
+  IncrementalRows out;
+  std::vector<double> bytes_shares;
+  std::vector<double> time_shares;
+  std::vector<std::byte> full_now;
+  for (int r = 0; r < 10; ++r) {  // the 10 deltas of the chain
+    double ti = 0;
+    double tf = 0;
+    std::size_t bi = 0;
+    std::size_t bf = 0;
+    chain.push_back(round(1, &ti, &tf, &bi, &bf));
+    bytes_shares.push_back(static_cast<double>(bi) / static_cast<double>(bf));
+    time_shares.push_back(ti / tf);
+    out.full_mb = static_cast<double>(bf) / 1e6;
+    out.delta_mb = static_cast<double>(bi) / 1e6;
+  }
+  out.bytes_1 = median(bytes_shares);
+  out.time_1 = median(time_shares);
+  {
+    double ignore_t = 0;
+    full_now = checkpoint_into_memory(plain, id + 1000, &ignore_t);
+  }
+  // Restore: the chain (newest first) against the full checkpoint of the same state.
+  std::vector<cowstate::CheckpointInput> members;
+  for (std::size_t i = chain.size() - 1; i-- > 0;) {
+    members.push_back({"c" + std::to_string(i + 1), chain[i]});
+  }
+  const cowstate::CheckpointInput head{"head", chain.back(), 0, members};
+  const cowstate::CheckpointInput full{"full", full_now};
+  std::vector<double> ratios;
+  for (int r = 0; r < reps + 1; ++r) {
+    Backend a(all);
+    auto& sa = a.value_state<cowstate::VoidNamespaceSerializer, cowstate::Int64Serializer>("s");
+    Backend f(all);
+    auto& sf = f.value_state<cowstate::VoidNamespaceSerializer, cowstate::Int64Serializer>("s");
+    const double t0 = now_seconds();
+    if (cowstate::Status st = a.restore({&head, 1}); !st.ok()) die(st.message());
+    const double t1 = now_seconds();
+    if (cowstate::Status st = f.restore({&full, 1}); !st.ok()) die(st.message());
+    const double t2 = now_seconds();
+    if (sa.table().size() != n || sf.table().size() != n) die("restore lost entries");
+    for (std::uint64_t i = 0; i < n; i += 997) {
+      if (!a.set_current_key(keys[i]).ok() || !f.set_current_key(keys[i]).ok() ||
+          !inc.set_current_key(keys[i]).ok() || sa.value() != sf.value() ||
+          sa.value() != si.value()) {
+        die("the chain restored another value than the full checkpoint");
+      }
+    }
+    if (r > 0) ratios.push_back((t1 - t0) / (t2 - t1));
+  }
+  out.restore_ratio = median(ratios);
+  std::vector<double> shares_100;
+  std::vector<double> bytes_100;
+  for (int r = 0; r < reps; ++r) {
+    double ti = 0;
+    double tf = 0;
+    std::size_t bi = 0;
+    std::size_t bf = 0;
+    round(100, &ti, &tf, &bi, &bf);
+    shares_100.push_back(ti / tf);
+    bytes_100.push_back(static_cast<double>(bi) / static_cast<double>(bf));
+  }
+  out.time_100 = median(shares_100);
+  out.bytes_100 = median(bytes_100);
+  return out;
+}
+
 // Buffered 16-byte records, the same byte count.
 double baseline_mbs(std::size_t bytes, const std::string& dir, int reps) {
   const std::string path = dir + "/cowstate-bench-baseline.bin";
@@ -277,5 +415,19 @@ int main(int argc, char** argv) {
       "\ntargets (uncompressed): write >= 1000 MB/s (either write column), restore >= 500 MB/s: "
       "%s\n",
       met ? "PASS" : "MISS");
+
+  const IncrementalRows inc = run_incremental(n, reps);
+  std::printf("\nincremental checkpoints, u64 -> int64, %llu entries, uncompressed, into memory\n\n",
+              static_cast<unsigned long long>(n));
+  std::printf("| case | incremental / full | target |\n| --- | ---: | ---: |\n");
+  std::printf("| 1%% updated: bytes (%.2f MB / %.2f MB) | %.2f%% | <= 3%% |\n", inc.delta_mb,
+              inc.full_mb, 100 * inc.bytes_1);
+  std::printf("| 1%% updated: time | %.2f%% | <= 5%% |\n", 100 * inc.time_1);
+  std::printf("| 100%% updated: bytes | %.1f%% | |\n", 100 * inc.bytes_100);
+  std::printf("| 100%% updated: time | %.1f%% | <= 110%% |\n", 100 * inc.time_100);
+  std::printf("| restore, full + 10 deltas | %.2fx | <= 1.5x |\n", inc.restore_ratio);
+  const bool inc_met = inc.bytes_1 <= 0.03 && inc.time_1 <= 0.05 && inc.time_100 <= 1.10 &&
+                       inc.restore_ratio <= 1.5;
+  std::printf("\ntargets (incremental): %s\n", inc_met ? "PASS" : "MISS");
   return 0;
 }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "cowstate/checkpoint.h"
 #include "cowstate/checkpoint_storage.h"
@@ -88,7 +89,7 @@ TEST_CASE("a checkpoint of format 1 is refused, naming the file and both version
   const cowstate::Status st = b.b.restore({&in, 1});
   REQUIRE_FALSE(st.ok());
   CHECK(st.message().rfind("v1/plain-none.cscp: ", 0) == 0);
-  CHECK(st.message().find("expected format version 2, found 1") != std::string::npos);
+  CHECK(st.message().find("expected format version 2 or 3, found 1") != std::string::npos);
   CHECK(backend_test::image(b.s) == before);
 }
 
@@ -114,4 +115,34 @@ TEST_CASE("a manifest of another version makes its checkpoint damaged, naming bo
   CHECK(scan->damaged[0].reason.find("offset 4: expected manifest version 1, found 2") !=
         std::string::npos);
   CHECK_FALSE((*storage)->latest().ok());
+}
+
+TEST_CASE("a golden incremental chain of format 3 restores to exactly the backend that wrote it",
+          "[checkpoint][golden][incremental]") {
+  const Bytes c1 = read_golden("v3/chain-1.cscp");
+  const Bytes c2 = read_golden("v3/chain-2.cscp");
+  const Bytes c3 = read_golden("v3/chain-3.cscp");
+  auto l1 = cowstate::read_checkpoint_layout({"v3/chain-1.cscp", c1});
+  auto l3 = cowstate::read_checkpoint_layout({"v3/chain-3.cscp", c3});
+  REQUIRE(l1.ok());
+  REQUIRE(l3.ok());
+  CHECK(l1->version == 2);
+  CHECK(l3->version == 3);
+  CHECK(l3->header.parent_checkpoint_id == 2);
+  std::size_t deltas = 0;
+  for (const auto& b : l3->blocks) deltas += b.kind == cowstate::BlockKind::delta ? 1 : 0;
+  CHECK(deltas > 10);
+
+  golden::PlainIncremental want;
+  want.change(1);
+  want.change(2);
+  backend_test::Backend got(backend_test::KeyGroupRange::all(128));
+  backend_test::States gs(got);
+  const std::vector<cowstate::CheckpointInput> chain{{"v3/chain-2.cscp", c2},
+                                                     {"v3/chain-1.cscp", c1}};
+  const cowstate::CheckpointInput head{"v3/chain-3.cscp", c3, 3, chain};
+  const cowstate::Status st = got.restore({&head, 1});
+  INFO(st.message());
+  REQUIRE(st.ok());
+  CHECK(backend_test::image(gs) == backend_test::image(want.s));
 }

@@ -118,10 +118,13 @@ Status read_sections(ByteReader& r, std::size_t begin, const CheckpointHeader& h
     if (Status st = r.read_u64(entries, "section entry count"); !st.ok()) return st;
     StateTableBase& table = *tables[table_of_state[state]];
     if (entries == 0) {
-      return r.error_at(at + 4, "expected a positive entry count for state \"" + table.meta().name +
-                                    "\", found 0");
+      return r.error_at(at + 4, "expected a positive " +
+                                    std::string(b.kind == BlockKind::delta ? "record" : "entry") +
+                                    " count for state \"" + table.meta().name + "\", found 0");
     }
-    if (Status st = table.read_entries(r, b.key_group, entries); !st.ok()) return st;
+    Status st = b.kind == BlockKind::delta ? table.apply_delta(r, b.key_group, entries)
+                                           : table.read_entries(r, b.key_group, entries);
+    if (!st.ok()) return st;
   }
   if (!r.at_end()) {
     return r.error_at(r.offset(), "expected the end of the block of key group " +
@@ -151,6 +154,7 @@ Status read_block(const CheckpointInput& input, const CheckpointHeader& h,
                   const std::vector<std::size_t>& table_of_state, BlockScratch& scratch) {
   COWSTATE_ASSERT(table_of_state.size() == h.states.size(), "REQUIRES",
                   "a table for every state of the file");
+  if (b.kind == BlockKind::unchanged) return Status();
   RawBlock raw;
   const bool verify = options.verify_checksums && !COWSTATE_MUTANT(restore_ignores_block_checksum);
   if (Status st = open_block(input, b, verify, scratch, raw); !st.ok()) return st;

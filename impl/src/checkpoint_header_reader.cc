@@ -137,7 +137,7 @@ Status read_state_record(const std::string& name, ByteReader& r, std::size_t at,
 
 }  // namespace
 
-Status read_identity(const CheckpointInput& input, ByteReader& r, std::uint32_t& header_size) {
+Status read_identity(const CheckpointInput& input, ByteReader& r, CheckpointFrame& frame) {
   const std::string& name = input.name;
   COWSTATE_ASSERT(r.offset() == 0, "REQUIRES", "the identity is read from offset 0");
   std::span<const std::byte> magic;
@@ -152,17 +152,20 @@ Status read_identity(const CheckpointInput& input, ByteReader& r, std::uint32_t&
   std::uint16_t version = 0;
   std::uint16_t flags = 0;
   if (Status st = r.read_u16(version, "format version"); !st.ok()) return prefixed(name, st);
-  if (version != kCheckpointFormatVersion) {
+  if (version < kCheckpointFullFormatVersion || version > kCheckpointFormatVersion) {
     return error_at(name, r, 4,
-                    "expected format version " + std::to_string(kCheckpointFormatVersion) +
-                        ", found " + std::to_string(version) +
-                        ": written by an incompatible cowstate version");
+                    "expected format version " + std::to_string(kCheckpointFullFormatVersion) +
+                        " or " + std::to_string(kCheckpointFormatVersion) + ", found " +
+                        std::to_string(version) + ": written by an incompatible cowstate version");
   }
+  frame.version = version;
   if (Status st = r.read_u16(flags, "flags"); !st.ok()) return prefixed(name, st);
   if (flags != 0) {
     return error_at(name, r, 6, "expected flags 0, found " + std::to_string(flags));
   }
-  if (Status st = r.read_u32(header_size, "header size"); !st.ok()) return prefixed(name, st);
+  if (Status st = r.read_u32(frame.header_size, "header size"); !st.ok()) {
+    return prefixed(name, st);
+  }
   return Status();
 }
 
@@ -175,6 +178,18 @@ Status read_header_fields(const CheckpointInput& input, ByteReader& r, const Che
   r.set_limit(frame.header_size - 8);  // the header checksum is not a field
   std::uint32_t state_count = 0;
   if (Status st = read_fixed_fields(name, r, h, state_count); !st.ok()) return st;
+  if (frame.version >= 3) {
+    if (Status st = r.read_u64(h.parent_checkpoint_id, "parent checkpoint id"); !st.ok()) {
+      return prefixed(name, st);
+    }
+    if (h.parent_checkpoint_id == 0 || h.parent_checkpoint_id >= h.checkpoint_id) {
+      return error_at(name, r, kFixedHeaderSize,
+                      "expected a parent checkpoint id in [1, " + std::to_string(h.checkpoint_id) +
+                          ") (an incremental checkpoint of " + "checkpoint " +
+                          std::to_string(h.checkpoint_id) + "), found " +
+                          std::to_string(h.parent_checkpoint_id));
+    }
+  }
   for (std::uint32_t i = 0; i < state_count; ++i) {
     const std::size_t at = r.offset();
     out.state_offsets.push_back(at);

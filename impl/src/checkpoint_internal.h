@@ -44,6 +44,7 @@ inline Status error_at(const std::string& name, const ByteReader& r, std::size_t
 
 // Where the parts of a file are, once its frame is checked (read_frame).
 struct CheckpointFrame {
+  std::uint16_t version = 0;       // the format version
   std::uint32_t header_size = 0;   // bytes of the header, its checksum included
   std::size_t footer_at = 0;       // where the footer begins
   std::uint64_t index_offset = 0;  // where the index begins
@@ -51,16 +52,18 @@ struct CheckpointFrame {
 };
 
 // Reads the magic, format version, flags and header size field with `r`, which starts at
-// offset 0. Identity first, so a foreign file is called foreign rather than corrupt.
-Status read_identity(const CheckpointInput& input, ByteReader& r, std::uint32_t& header_size);
+// offset 0, into `frame`. Identity first, so a foreign file is called foreign rather than
+// corrupt.
+Status read_identity(const CheckpointInput& input, ByteReader& r, CheckpointFrame& frame);
 
 // Checks the frame of `input`: its size, the end magic, the header size, the header and
 // index checksums (when `options` verify them) and where the index lies.
 Status read_frame(const CheckpointInput& input, const RestoreOptions& options, const ByteReader& r,
                   CheckpointFrame& frame);
 
-// Reads the header fields after the header size field, and the state records, into
-// `out.header` and `out.state_offsets`. REQUIRES: `r` is just past the header size field.
+// Reads the header fields after the header size field (the parent id in format 3), and
+// the state records, into `out.header` and `out.state_offsets`. REQUIRES: `r` is just past
+// the header size field.
 Status read_header_fields(const CheckpointInput& input, ByteReader& r, const CheckpointFrame& frame,
                           CheckpointLayout& out);
 
@@ -94,7 +97,9 @@ Status open_block(const CheckpointInput& input, const CheckpointBlockInfo& b, bo
                   BlockScratch& scratch, RawBlock& raw);
 
 // Reads block `b` of `input` (its checksum when `options` verify it, its decompression and
-// its sections) into `tables`: state i of the file goes to tables[table_of_state[i]].
+// its sections) into `tables`: state i of the file goes to tables[table_of_state[i]]. A
+// full block's sections are decoded into empty key groups, a delta block's applied to what
+// the key group holds; an unchanged block reads nothing.
 Status read_block(const CheckpointInput& input, const CheckpointHeader& h,
                   const CheckpointBlockInfo& b, const RestoreOptions& options,
                   const std::vector<std::unique_ptr<StateTableBase>>& tables,

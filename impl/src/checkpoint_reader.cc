@@ -108,9 +108,10 @@ Result<CheckpointLayout> read_checkpoint_layout(const CheckpointInput& input,
   namespace cd = checkpoint_detail;
   ByteReader r(input.bytes);
   cd::CheckpointFrame frame;
-  if (Status st = cd::read_identity(input, r, frame.header_size); !st.ok()) return st;
+  if (Status st = cd::read_identity(input, r, frame); !st.ok()) return st;
   if (Status st = cd::read_frame(input, options, r, frame); !st.ok()) return st;
   CheckpointLayout out;
+  out.version = frame.version;
   out.header_size = frame.header_size;
   if (Status st = cd::read_header_fields(input, r, frame, out); !st.ok()) return st;
   if (input.expected_checkpoint_id != 0 &&

@@ -89,6 +89,19 @@ Status check_compatible(const CheckpointInput& input, const CheckpointHeader& h,
   return Status();
 }
 
+// One checkpoint file as a restore reads it: its layout and its states' tables.
+struct ReadFile {
+  const CheckpointInput* input = nullptr;
+  CheckpointLayout layout;
+  std::vector<std::size_t> table_of_state;  // state i of the file -> table
+  // The block of `key_group`, or nullptr when the file's range does not hold it.
+  const CheckpointBlockInfo* block(std::int32_t key_group) const {
+    const KeyGroupRange r = layout.header.range;
+    if (!r.contains(key_group)) return nullptr;
+    return &layout.blocks[static_cast<std::size_t>(key_group - r.start())];
+  }
+};
+
 // What one restore_state_tables call builds up over its inputs.
 struct RestoreRun {
   std::span<const CheckpointInput> inputs;
@@ -99,11 +112,89 @@ struct RestoreRun {
   BlockScratch scratch;
 };
 
-// Reads the blocks of input `f` whose key groups are kept into `run.fresh`.
-Status restore_blocks(RestoreRun& run, std::size_t f, const CheckpointLayout& layout,
-                      const std::vector<std::size_t>& table_of_state) {
+// Reads the chain of `head` (CheckpointInput::chain) as far as parent ids lead: each
+// member's layout, checked to be the checkpoint its child names, to fit this backend and to
+// have its states registered. Members beyond a checkpoint without a parent are not read.
+Status read_chain(const RestoreRun& run, const ReadFile& head, std::int32_t max_parallelism,
+                  std::uint16_t key_serializer, std::vector<ReadFile>& chain) {
+  std::uint64_t parent = head.layout.header.parent_checkpoint_id;
+  const std::string* child = &head.input->name;
+  for (const CheckpointInput& member : head.input->chain) {
+    if (parent == 0) break;
+    if (member.expected_checkpoint_id != 0 && member.expected_checkpoint_id != parent) {
+      return Status::error(member.name + ": expected as checkpoint " + std::to_string(parent) +
+                           " (the parent " + *child + " names), but given as checkpoint " +
+                           std::to_string(member.expected_checkpoint_id) +
+                           ": the chain is out of order");
+    }
+    CheckpointInput expected = member;
+    expected.expected_checkpoint_id = parent;
+    Result<CheckpointLayout> layout = read_checkpoint_layout(expected, run.options);
+    if (!layout.ok()) return layout.status();
+    ReadFile file{&member, std::move(*layout), {}};
+    if (Status st = check_compatible(member, file.layout.header, max_parallelism, key_serializer);
+        !st.ok()) {
+      return st;
+    }
+    if (Status st = map_states(member, file.layout, run.fresh, file.table_of_state); !st.ok()) {
+      return st;
+    }
+    parent = file.layout.header.parent_checkpoint_id;
+    chain.push_back(std::move(file));
+    child = &chain.back().input->name;
+  }
+  return Status();
+}
+
+// Restores key group `b.key_group` from `head` and its chain: the nearest full block, then
+// every newer delta, oldest first (C10).
+Status restore_key_group(RestoreRun& run, const ReadFile& head, const std::vector<ReadFile>& chain,
+                         const CheckpointBlockInfo& b) {
+  const std::int32_t g = b.key_group;
+  std::vector<std::pair<const ReadFile*, const CheckpointBlockInfo*>> path{{&head, &b}};
+  while (path.back().second->kind != BlockKind::full) {
+    const ReadFile& child = *path.back().first;
+    const std::uint64_t parent = child.layout.header.parent_checkpoint_id;
+    if (path.size() > chain.size()) {
+      return Status::error(
+          child.input->name + ": offset " + std::to_string(path.back().second->offset) +
+          ": key group " + std::to_string(g) + " is a " +
+          block_kind_name(path.back().second->kind) + " block of checkpoint " +
+          std::to_string(child.layout.header.checkpoint_id) + ", expected its parent checkpoint " +
+          std::to_string(parent) + " in the chain, found " +
+          (head.input->chain.empty() ? std::string("no chain given")
+                                     : "the chain ending before it") +
+          ": restore an incremental checkpoint with its ancestors");
+    }
+    const ReadFile& member = chain[path.size() - 1];
+    const CheckpointBlockInfo* blk = member.block(g);
+    if (blk == nullptr) {
+      return Status::error(
+          member.input->name + ": offset 24: expected checkpoint " +
+          std::to_string(member.layout.header.checkpoint_id) + " to hold key group " +
+          std::to_string(g) + " (checkpoint " + std::to_string(child.layout.header.checkpoint_id) +
+          " refers to it), found key groups " + member.layout.header.range.to_string());
+    }
+    path.emplace_back(&member, blk);
+  }
+  for (std::size_t i = path.size(); i-- > 0;) {
+    const ReadFile& file = *path[i].first;
+    if (Status st =
+            checkpoint_detail::read_block(*file.input, file.layout.header, *path[i].second,
+                                          run.options, run.fresh, file.table_of_state, run.scratch);
+        !st.ok()) {
+      return st;
+    }
+  }
+  return Status();
+}
+
+// Reads the blocks of input `f` whose key groups are kept into `run.fresh`, each from the
+// input's chain when it is not full.
+Status restore_blocks(RestoreRun& run, std::size_t f, const ReadFile& head,
+                      const std::vector<ReadFile>& chain) {
   const CheckpointInput& input = run.inputs[f];
-  for (const CheckpointBlockInfo& b : layout.blocks) {
+  for (const CheckpointBlockInfo& b : head.layout.blocks) {
     if (!run.keep.contains(b.key_group)) continue;  // another instance's key group
     const auto slot = static_cast<std::size_t>(b.key_group - run.keep.start());
     if (run.claimed[slot] != run.inputs.size()) {
@@ -113,11 +204,7 @@ Status restore_blocks(RestoreRun& run, std::size_t f, const CheckpointLayout& la
                            ": the checkpoints to restore overlap");
     }
     run.claimed[slot] = f;
-    if (Status st = checkpoint_detail::read_block(input, layout.header, b, run.options, run.fresh,
-                                                  table_of_state, run.scratch);
-        !st.ok()) {
-      return st;
-    }
+    if (Status st = restore_key_group(run, head, chain, b); !st.ok()) return st;
   }
   return Status();
 }
@@ -188,14 +275,20 @@ Status restore_state_tables(std::vector<std::unique_ptr<StateTableBase>>& tables
     if (Status st = check_compatible(input, h, max_parallelism, key_serializer); !st.ok()) {
       return st;
     }
-    std::vector<std::size_t> table_of_state;
-    if (Status st = map_states(input, *layout, tables, table_of_state); !st.ok()) return st;
+    ReadFile head{&input, std::move(*layout), {}};
+    if (Status st = map_states(input, head.layout, tables, head.table_of_state); !st.ok()) {
+      return st;
+    }
     if (COWSTATE_MUTANT(restore_global_state_ids)) {
       // Planted bug: the first file's state numbering is taken for every file.
-      if (f == 0) first_mapping = table_of_state;
-      if (first_mapping.size() == table_of_state.size()) table_of_state = first_mapping;
+      if (f == 0) first_mapping = head.table_of_state;
+      if (first_mapping.size() == head.table_of_state.size()) head.table_of_state = first_mapping;
     }
-    if (Status st = restore_blocks(run, f, *layout, table_of_state); !st.ok()) return st;
+    std::vector<ReadFile> chain;
+    if (Status st = read_chain(run, head, max_parallelism, key_serializer, chain); !st.ok()) {
+      return st;
+    }
+    if (Status st = restore_blocks(run, f, head, chain); !st.ok()) return st;
   }
   if (Status st = check_coverage(run, range, covered); !st.ok()) return st;
   // C4: only now does the backend change.

@@ -33,9 +33,14 @@ struct ZstdCCtxFree {
   void operator()(ZSTD_CCtx* c) const noexcept { ZSTD_freeCCtx(c); }
 };
 
+// The format a checkpoint is written in: 2 unless it has a parent.
+std::uint16_t format_of(const CheckpointHeader& h) noexcept {
+  return h.parent_checkpoint_id != 0 ? kCheckpointFormatVersion : kCheckpointFullFormatVersion;
+}
+
 // Bytes of the header of `h`, checksum included.
 std::size_t header_size_of(const CheckpointHeader& h) noexcept {
-  std::size_t size = kFixedHeaderSize + 8;
+  std::size_t size = kFixedHeaderSize + (format_of(h) >= 3 ? 8 : 0) + 8;
   for (const StateMetaInfo& s : h.states) {
     size += kMinStateRecord + s.name.size() + (s.ttl ? kTtlRecordSize : 0);
   }
@@ -46,7 +51,7 @@ void encode_header(ByteWriter& w, const CheckpointHeader& h) {
   const std::size_t size = header_size_of(h);
   COWSTATE_ASSERT(size <= std::numeric_limits<std::uint32_t>::max(), "C3", "header above 4 GiB");
   w.put_bytes(kCheckpointMagic);
-  w.put_u16(kCheckpointFormatVersion);
+  w.put_u16(format_of(h));
   w.put_u16(0);  // flags
   w.put_u32(static_cast<std::uint32_t>(size));
   w.put_u64(h.checkpoint_id);
@@ -56,6 +61,7 @@ void encode_header(ByteWriter& w, const CheckpointHeader& h) {
   w.put_u16(h.key_serializer);
   w.put_u32(static_cast<std::uint32_t>(h.states.size()));
   COWSTATE_ASSERT(w.size() == kFixedHeaderSize, "C3", "fixed header layout");
+  if (format_of(h) >= 3) w.put_u64(h.parent_checkpoint_id);
   for (const StateMetaInfo& s : h.states) {
     COWSTATE_ASSERT(!s.name.empty() && s.name.size() <= 0xffff, "B3",
                     "state name empty or longer than 65535 bytes");
@@ -139,14 +145,33 @@ const char* compression_name(Compression c) noexcept {
   return "unknown";
 }
 
+const char* block_kind_name(BlockKind k) noexcept {
+  switch (k) {
+    case BlockKind::full:
+      return "full";
+    case BlockKind::delta:
+      return "delta";
+    case BlockKind::unchanged:
+      return "unchanged";
+  }
+  return "unknown";
+}
+
 // ---------------------------------------------------------------------------------------
 // BackendSnapshot
 
 BackendSnapshot::BackendSnapshot(CheckpointHeader header,
-                                 std::vector<std::vector<Section>> key_groups)
-    : header_(std::move(header)), key_groups_(std::move(key_groups)) {
+                                 std::vector<std::vector<Section>> key_groups,
+                                 std::vector<BlockKind> kinds)
+    : header_(std::move(header)), key_groups_(std::move(key_groups)), kinds_(std::move(kinds)) {
   COWSTATE_ASSERT(key_groups_.size() == static_cast<std::size_t>(header_.range.size()), "C1",
                   "one section list per key group of the range");
+  COWSTATE_ASSERT(kinds_.empty() || kinds_.size() == key_groups_.size(), "C1",
+                  "one block kind per key group of the range");
+  for (const BlockKind k : kinds_) {
+    COWSTATE_ASSERT(k == BlockKind::full || (k == BlockKind::delta && header_.parent_checkpoint_id),
+                    "C10", "a block kind other than full, or a delta without a parent");
+  }
   for (const auto& sections : key_groups_) {
     for (std::size_t i = 0; i < sections.size(); ++i) {
       COWSTATE_ASSERT(sections[i].snapshot != nullptr, "C1", "a section without a snapshot");
@@ -170,6 +195,17 @@ const std::vector<BackendSnapshot::Section>& BackendSnapshot::key_group(
   COWSTATE_ASSERT(header_.range.contains(key_group), "B1",
                   "key group outside the snapshot's range");
   return key_groups_[static_cast<std::size_t>(key_group - header_.range.start())];
+}
+
+BlockKind BackendSnapshot::kind(std::int32_t key_group) const {
+  COWSTATE_ASSERT(header_.range.contains(key_group), "B1",
+                  "key group outside the snapshot's range");
+  return kinds_.empty() ? BlockKind::full
+                        : kinds_[static_cast<std::size_t>(key_group - header_.range.start())];
+}
+
+std::size_t BackendSnapshot::delta_key_groups() const noexcept {
+  return static_cast<std::size_t>(std::count(kinds_.begin(), kinds_.end(), BlockKind::delta));
 }
 
 std::size_t BackendSnapshot::live_key_groups() const noexcept {
@@ -275,12 +311,17 @@ bool CheckpointWriter::finish_block() {
   COWSTATE_ASSERT(sections_kept_ <= snapshot_->key_group(next_key_group_).size(), "C1",
                   "more sections kept than the key group has");
   block_.patch_u32(4, sections_kept_);
+  BlockKind kind = snapshot_->kind(next_key_group_);
+  if (kind == BlockKind::delta && sections_kept_ == 0) {
+    kind = BlockKind::unchanged;  // no state changed: nothing is stored
+    block_.clear();
+  }
   const std::span<const std::byte> raw = block_.written();
   const StoredBlock stored = compress_block(raw, options_, codec_->zstd, compressed_);
-  const CheckpointBlockInfo entry{next_key_group_,     offset_,
-                                  stored.bytes.size(), raw.size(),
-                                  stored.compression,  checksum64(stored.bytes)};
-  if (!emit(stored.bytes)) return false;
+  const CheckpointBlockInfo entry{
+      next_key_group_,          offset_, stored.bytes.size(), raw.size(), stored.compression,
+      checksum64(stored.bytes), kind};
+  if (!stored.bytes.empty() && !emit(stored.bytes)) return false;
   index_.push_back(entry);
   block_.clear();
   block_open_ = false;
@@ -294,6 +335,7 @@ bool CheckpointWriter::finish_file() {
                   "one block per key group");
   ByteWriter w;
   const std::uint64_t index_offset = offset_;
+  const bool v3 = format_of(snapshot_->header()) >= 3;
   w.put_u32(static_cast<std::uint32_t>(index_.size()));
   for (const CheckpointBlockInfo& e : index_) {
     w.put_u32(static_cast<std::uint32_t>(e.key_group));
@@ -302,10 +344,12 @@ bool CheckpointWriter::finish_file() {
     w.put_u64(e.raw);
     w.put_u8(static_cast<std::uint8_t>(e.compression));
     w.put_u64(e.checksum);
+    if (v3) w.put_u8(static_cast<std::uint8_t>(e.kind));
   }
   const std::uint64_t index_size = w.size();
-  COWSTATE_ASSERT(index_size == 4 + index_.size() * kCheckpointIndexEntrySize, "C3",
-                  "index layout");
+  COWSTATE_ASSERT(index_size == 4 + index_.size() * (v3 ? kCheckpointIndexEntrySizeV3
+                                                        : kCheckpointIndexEntrySize),
+                  "C3", "index layout");
   w.put_u64(index_offset);
   w.put_u64(index_size);
   w.put_u64(checksum64(w.written()));

@@ -23,6 +23,37 @@ struct Plain {
   States s{b};
 };
 
+// Plain's states with incremental checkpoints (format 3): populated as Plain, then
+// changed round by round (change(1), change(2)): updates, list appends, map puts and
+// removals of every state of some keys.
+struct PlainIncremental {
+  static std::unique_ptr<Backend> make() {
+    auto b = std::make_unique<Backend>(KeyGroupRange::all(128));
+    b->enable_incremental_checkpoints();
+    return b;
+  }
+  PlainIncremental() { populate(b, s, 400, 3); }
+  void change(int round) {
+    const std::uint64_t every = round == 1 ? 7 : 11;
+    for (auto k = static_cast<std::uint64_t>(round); k < 400; k += every) {
+      REQUIRE(b.set_current_key(k).ok());
+      const auto x = static_cast<std::int64_t>(k * 1000 + static_cast<std::uint64_t>(round));
+      if (k % 3 == 0) {
+        s.value->clear();
+        s.map->clear();
+        continue;
+      }
+      s.value->update(x);
+      s.list->set_current_namespace(round);
+      s.list->add(x);
+      s.map->put("r" + std::to_string(round), x);
+    }
+  }
+  std::unique_ptr<Backend> owner = make();
+  Backend& b = *owner;
+  States s{b};
+};
+
 // One TTL state of each kind on a manual clock, written at distinct instants, so that a file
 // holds last-access times a reader must keep exactly (format 2 and later). The config sets
 // every field the header records: OnReadAndWrite, ReturnExpiredIfNotCleanedUp, incremental

@@ -2,18 +2,33 @@
 // async writer that turns it into a checkpoint file in bounded steps, and the reader that
 // restores one or several checkpoint files into a backend's state tables.
 //
-// Format (version 2; the full layout is in docs/checkpoint-format.md)
+// Format (versions 2 and 3; the full layout is in docs/checkpoint-format.md)
 // ------
 //   header   magic "CSCP", format version, flags, header size, checkpoint id, max
-//            parallelism, key-group range, key serializer id, state metadata (name, kind,
-//            serializer ids, TTL config) and an XXH3-64 of the header
+//            parallelism, key-group range, key serializer id, (3) parent checkpoint id,
+//            state metadata (name, kind, serializer ids, TTL config) and an XXH3-64 of the
+//            header
 //   blocks   one per key group of the range, in key-group order: the entries of every
 //            state in that key group; each optionally compressed (LZ4 or zstd)
 //   index    per key group: offset, stored size, raw size, compression, XXH3-64 of the
-//            stored bytes
+//            stored bytes, (3) block kind
 //   footer   index offset, index size, XXH3-64 of index + footer, end magic "CSCP_END"
 // The blocks tile the bytes between header and index exactly, so every byte of a file is
 // covered by a checksum or checked against a fixed value: there is no unchecked padding.
+//
+// Incremental checkpoints (format 3)
+// ----------------------------------
+// A full checkpoint has no parent and is written in format 2. An incremental one names its
+// parent, the checkpoint whose image it changes, and each key group's block is of a kind:
+//   full       the key group's entries, as in format 2;
+//   delta      per state, the records that turn the parent's image of the key group into
+//              this one: removals (key, namespace) first, then puts (key, namespace,
+//              state); a state without a section did not change;
+//   unchanged  no bytes: the key group is as in the parent.
+// A chain is a checkpoint and its ancestors back to one that holds each needed key group in
+// full. Restoring a key group reads the nearest full block of the chain, then applies the
+// newer deltas oldest first (C10). Which blocks are deltas, and when a whole checkpoint is
+// full, the backend decides (keyed_state_backend.h, "Incremental checkpoints").
 //
 // Writing (async phase)
 // ---------------------
@@ -59,6 +74,8 @@
 //  C3  The index's blocks tile [header size, index offset) in key-group order, and index
 //      offset + index size + footer size = file size.
 //  C4  A restore changes the backend only if every input restored completely.
+//  C10 A key group restored from a chain equals its image at the newest checkpoint: the
+//      nearest full block, then every newer delta in checkpoint order.
 #pragma once
 
 #include <array>
@@ -84,9 +101,13 @@ inline constexpr std::array<std::byte, 8> kCheckpointEndMagic = {
     std::byte{'C'}, std::byte{'S'}, std::byte{'C'}, std::byte{'P'},
     std::byte{'_'}, std::byte{'E'}, std::byte{'N'}, std::byte{'D'}};
 // 2: TTL states store last-access times; the TTL record gained cleanup strategies.
-inline constexpr std::uint16_t kCheckpointFormatVersion = 2;
+// 3: incremental checkpoints: a parent checkpoint id and a kind per block. A checkpoint
+//    without a parent is still written in format 2, which every reader since 2 reads.
+inline constexpr std::uint16_t kCheckpointFullFormatVersion = 2;
+inline constexpr std::uint16_t kCheckpointFormatVersion = 3;  // the newest this reader reads
 inline constexpr std::size_t kCheckpointFooterSize = 32;
-inline constexpr std::size_t kCheckpointIndexEntrySize = 37;
+inline constexpr std::size_t kCheckpointIndexEntrySize = 37;    // format 2
+inline constexpr std::size_t kCheckpointIndexEntrySizeV3 = 38;  // format 3: and the kind
 // A compressed block may expand at most this much (the writer stores a block uncompressed
 // otherwise), which bounds what a reader allocates for a block.
 inline constexpr std::uint64_t kMaxCompressionRatio = 1024;
@@ -95,12 +116,20 @@ inline constexpr std::uint64_t kMaxCompressionRatio = 1024;
 enum class Compression : std::uint8_t { none = 0, lz4 = 1, zstd = 2 };
 const char* compression_name(Compression c) noexcept;
 
+// What a block of an incremental checkpoint holds (format 3). Stored in the index: never
+// renumber.
+enum class BlockKind : std::uint8_t { full = 0, delta = 1, unchanged = 2 };
+const char* block_kind_name(BlockKind k) noexcept;
+
 // What a checkpoint's header says.
 struct CheckpointHeader {
   std::uint64_t checkpoint_id = 0;
   std::int32_t max_parallelism = kDefaultMaxParallelism;
   KeyGroupRange range;
   std::uint16_t key_serializer = 0;
+  // The checkpoint whose image the delta and unchanged blocks change; 0: none (a full
+  // checkpoint, format 2).
+  std::uint64_t parent_checkpoint_id = 0;
   std::vector<StateMetaInfo> states;  // a block refers to a state by its index here
 };
 
@@ -113,8 +142,12 @@ class BackendSnapshot {
     std::unique_ptr<KeyGroupStateSnapshot> snapshot;
   };
 
-  // REQUIRES: one vector per key group of header.range; sections in ascending state order.
-  BackendSnapshot(CheckpointHeader header, std::vector<std::vector<Section>> key_groups);
+  // REQUIRES: one vector per key group of header.range; sections in ascending state order;
+  // `kinds` empty (every block full) or one per key group, full unless the header has a
+  // parent, never unchanged (the writer finds a delta with nothing in it unchanged); the
+  // sections of a delta block write deltas (KeyGroupStateSnapshot::write_delta).
+  BackendSnapshot(CheckpointHeader header, std::vector<std::vector<Section>> key_groups,
+                  std::vector<BlockKind> kinds = {});
   ~BackendSnapshot() { release_all(); }
   BackendSnapshot(const BackendSnapshot&) = delete;
   BackendSnapshot& operator=(const BackendSnapshot&) = delete;
@@ -123,6 +156,10 @@ class BackendSnapshot {
   // The sections of key group `key_group`. REQUIRES: header().range.contains(key_group).
   std::vector<Section>& key_group(std::int32_t key_group);
   const std::vector<Section>& key_group(std::int32_t key_group) const;
+  // Full or delta. REQUIRES: header().range.contains(key_group).
+  BlockKind kind(std::int32_t key_group) const;
+  // Key groups written as deltas.
+  std::size_t delta_key_groups() const noexcept;
   // Entries over all states and key groups at the sync phase.
   std::size_t entries() const noexcept { return entries_; }
   // Key groups that still hold a map snapshot. The owning thread.
@@ -134,6 +171,7 @@ class BackendSnapshot {
  private:
   CheckpointHeader header_;
   std::vector<std::vector<Section>> key_groups_;  // [g - range.start]
+  std::vector<BlockKind> kinds_;                  // [g - range.start]; empty: all full
   std::size_t entries_ = 0;
 };
 
@@ -170,6 +208,7 @@ struct CheckpointBlockInfo {
   std::uint64_t raw;     // bytes once decompressed (= stored when uncompressed)
   Compression compression;
   std::uint64_t checksum;  // XXH3-64 of the stored bytes
+  BlockKind kind = BlockKind::full;
 };
 
 struct CheckpointWriteOptions {
@@ -246,10 +285,16 @@ class CheckpointWriter {
 // One checkpoint file to restore from: a name for messages (its path), its bytes, and the
 // checkpoint id the caller means to restore (0: any), checked against the file's header so
 // that the bytes of another checkpoint are an error rather than a restore of older state.
+//
+// An incremental checkpoint also needs its ancestors: `chain` holds them, the parent first,
+// back to a checkpoint that holds in full every key group still needed (the chain may end
+// early where the nearer members already do). Their expected ids follow from the parent
+// ids, and they must outlive the restore.
 struct CheckpointInput {
   std::string name;
   std::span<const std::byte> bytes;
   std::uint64_t expected_checkpoint_id = 0;
+  std::span<const CheckpointInput> chain = {};
 };
 
 struct RestoreOptions {
@@ -264,6 +309,7 @@ struct RestoreOptions {
 
 // A checkpoint file's header and index, validated (C3).
 struct CheckpointLayout {
+  std::uint16_t version = 0;  // the format version
   CheckpointHeader header;
   std::vector<std::uint64_t> state_offsets;  // where each state's metadata starts
   std::uint64_t header_size = 0;
@@ -276,8 +322,9 @@ Result<CheckpointLayout> read_checkpoint_layout(const CheckpointInput& input,
                                                 const RestoreOptions& options = {});
 
 // Restores `tables` (a backend's registered states, matched to each file's states by name)
-// from `inputs` for the key groups of `range`. On success every table is replaced by a
-// fresh one holding exactly the restored entries; on error `tables` is untouched (C4).
+// from `inputs` for the key groups of `range`, each key group of an incremental
+// checkpoint from its chain (C10). On success every table is replaced by a fresh one
+// holding exactly the restored entries; on error `tables` is untouched (C4).
 // REQUIRES: no table has a live snapshot; every table's range is `range`.
 Status restore_state_tables(std::vector<std::unique_ptr<StateTableBase>>& tables,
                             std::int32_t max_parallelism, KeyGroupRange range,

@@ -100,7 +100,8 @@ namespace cowstate::mutants {
   X(spill_hottest_first)              \
   X(load_skips_distinct_check)        \
   X(handout_not_logged)               \
-  X(tombstone_dropped)
+  X(tombstone_dropped)                \
+  X(delta_after_snapshot)
 
 enum class Mutant : std::uint8_t {
   none = 0,

@@ -38,6 +38,24 @@
 // into this backend's range (scale out: a subset of one file's key groups; scale in: the
 // union of several files), matching states by name; it is all-or-nothing.
 //
+// Incremental checkpoints
+// -----------------------
+// With enable_incremental_checkpoints() every map tracks its changes (cow_state_map.h,
+// "Change tracking"), and snapshot(id) writes a delta of the last checkpoint the caller
+// reported complete (notify_checkpoint_complete), its parent: per key group a delta block
+// when every state's map there has a change base and the delta's size bound is at most
+// max_delta_fraction of the key group's entries, else a full block (a spilled key group,
+// a map replaced by a spill, load or restore since, a state registered since); the writer
+// finds a delta with nothing in it unchanged (checkpoint.h). The checkpoint is full (no
+// parent) when none completed yet, when its parent's chain already holds full_every - 1
+// deltas, or when the chain's deltas outgrew max_chain_share of its full checkpoint's bytes.
+// A completion makes each map snapshot of that checkpoint its map's change base (unless the
+// map was replaced since); notify_checkpoint_aborted forgets a checkpoint and resets
+// nothing, so a cancelled or failed checkpoint never loses a change (I14, I15). A delta
+// since an older base than the parent's is still right on the parent's image: it only
+// repeats changes the parent already holds. Checkpoint ids must grow from one snapshot to
+// the next.
+//
 // TTL
 // ---
 // A state registered with StateOptions::ttl (a StateTtlConfig, ttl.h) stores each value,
@@ -77,6 +95,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
@@ -672,6 +691,23 @@ class AggregatingState final : public detail::KeyedStateHandle<Backend, NS, ACCS
   Function fn_;
 };
 
+// How a backend writes incremental checkpoints ("Incremental checkpoints" above).
+struct IncrementalCheckpointOptions {
+  // A key group is a delta when its delta holds at most this share of its entries (counted
+  // at the sync phase as an upper bound: every change since the base); else it is full.
+  double max_delta_fraction = 0.5;
+  // Every full_every-th checkpoint of a chain is full: a chain holds at most full_every - 1
+  // deltas. 1: every checkpoint is full.
+  std::uint32_t full_every = 10;
+  // A checkpoint is full when its parent's chain holds more delta bytes than this share of
+  // the bytes of the chain's full checkpoint (as notify_checkpoint_complete reported them;
+  // with no bytes reported the rule does not apply).
+  double max_chain_share = 1.0;
+  bool valid() const noexcept {
+    return max_delta_fraction >= 0 && full_every >= 1 && max_chain_share >= 0;
+  }
+};
+
 template <class KS, class KH = KeyHash<typename KS::value_type>>
 class KeyedStateBackend {
  public:
@@ -807,8 +843,51 @@ class KeyedStateBackend {
     return nullptr;
   }
 
+  // Incremental checkpoints from now on: every map tracks its changes, and snapshot() writes
+  // deltas of the last completed checkpoint ("Incremental checkpoints").
+  // REQUIRES: no state registered yet; options.valid().
+  void enable_incremental_checkpoints(IncrementalCheckpointOptions options = {}) {
+    COWSTATE_ASSERT(tables_.empty(), "REQUIRES",
+                    "incremental checkpoints enabled after a state was registered");
+    COWSTATE_ASSERT(options.valid(), "REQUIRES", "invalid incremental checkpoint options");
+    incremental_ = options;
+    map_options_.track_changes = true;
+  }
+  bool incremental_checkpoints() const noexcept { return incremental_.has_value(); }
+  // Checkpoint `checkpoint_id` is complete (durable): later checkpoints may be deltas of it.
+  // `bytes`: its file's size (0: unknown), for max_chain_share. A checkpoint older than the
+  // last completed one, or unknown, changes nothing. Writer thread.
+  void notify_checkpoint_complete(std::uint64_t checkpoint_id, std::uint64_t bytes = 0) {
+    auto it = pending_.find(checkpoint_id);
+    if (it == pending_.end() || checkpoint_id <= last_completed_.id) return;
+    const PendingCheckpoint& p = it->second;
+    for (const PendingMap& m : p.maps) {
+      tables_[m.table]->checkpoint_completed(m.key_group, m.changes);
+    }
+    last_completed_ = p.parent != 0 ? CompletedCheckpoint{checkpoint_id, p.depth, p.full_bytes,
+                                                          p.chain_bytes + bytes}
+                                    : CompletedCheckpoint{checkpoint_id, 0, bytes, 0};
+    pending_.erase(pending_.begin(), std::next(it));  // older ones can no longer be parents
+  }
+  // Checkpoint `checkpoint_id` was cancelled or failed: forgotten. The change tracking is
+  // not reset: the next delta still reaches back to the last completed checkpoint.
+  void notify_checkpoint_aborted(std::uint64_t checkpoint_id) { pending_.erase(checkpoint_id); }
+  // The checkpoint the next snapshot() writes a delta of; 0 when it will be full.
+  std::uint64_t next_parent_checkpoint() const noexcept {
+    if (!incremental_ || last_completed_.id == 0) return 0;
+    if (last_completed_.depth + 1 >= incremental_->full_every) return 0;
+    if (last_completed_.full_bytes > 0 &&
+        static_cast<double>(last_completed_.chain_bytes) >
+            incremental_->max_chain_share * static_cast<double>(last_completed_.full_bytes)) {
+      return 0;
+    }
+    return last_completed_.id;
+  }
+
   // Sync phase of a checkpoint: a map snapshot of every state in every key group that has
-  // entries. Cheap (a version bump and a copy of the bucket heads per map). Writer thread.
+  // entries (with incremental checkpoints, of every heap map). Cheap (a version bump and a
+  // copy of the directories per map). Writer thread.
+  // REQUIRES: with incremental checkpoints, checkpoint ids grow from call to call.
   std::unique_ptr<BackendSnapshot> snapshot(std::uint64_t checkpoint_id) {
     for (const auto& t : tables_) {
       t->release_retired_maps();
@@ -819,19 +898,44 @@ class KeyedStateBackend {
     header.max_parallelism = max_parallelism();
     header.range = range_;
     header.key_serializer = KS::id;
+    header.parent_checkpoint_id = next_parent_checkpoint();
     for (const auto& t : tables_) header.states.push_back(t->meta());
     std::vector<std::vector<BackendSnapshot::Section>> key_groups(
         static_cast<std::size_t>(range_.size()));
+    std::vector<BlockKind> kinds;
+    PendingCheckpoint pending{header.parent_checkpoint_id,
+                              last_completed_.depth + 1,
+                              last_completed_.full_bytes,
+                              last_completed_.chain_bytes,
+                              {}};
+    if (incremental_) {
+      COWSTATE_ASSERT(checkpoint_id > last_snapshot_id_, "REQUIRES",
+                      "incremental checkpoint ids that do not grow");
+      last_snapshot_id_ = checkpoint_id;
+      kinds.reserve(key_groups.size());
+    }
     for (std::int32_t g = range_.start(); g <= range_.end(); ++g) {
       auto& sections = key_groups[static_cast<std::size_t>(g - range_.start())];
       for (std::size_t i = 0; i < tables_.size(); ++i) {
-        if (auto s = tables_[i]->snapshot_key_group(g)) {
+        if (auto s = tables_[i]->snapshot_key_group(g, incremental_.has_value())) {
           sections.push_back({static_cast<std::uint32_t>(i), std::move(s)});
         }
       }
+      if (!incremental_) continue;
+      for (const auto& s : sections) {
+        const KeyGroupChanges c = s.snapshot->changes();
+        if (c.tracked) pending.maps.push_back({s.state, g, c});
+      }
+      kinds.push_back(header.parent_checkpoint_id != 0 && delta_fits(sections) ? BlockKind::delta
+                                                                               : BlockKind::full);
+      if (kinds.back() == BlockKind::delta) {
+        for (const auto& s : sections) s.snapshot->write_delta();
+      }
     }
     spill_.sync_txn.reset();  // each cold section holds it; the next checkpoint begins its own
-    return std::make_unique<BackendSnapshot>(std::move(header), std::move(key_groups));
+    if (incremental_) pending_[checkpoint_id] = std::move(pending);
+    return std::make_unique<BackendSnapshot>(std::move(header), std::move(key_groups),
+                                             std::move(kinds));
   }
 
   // Restores every registered state from `inputs` (one or several checkpoint files),
@@ -851,6 +955,10 @@ class KeyedStateBackend {
     }
     Status st = restore_state_tables(tables_, max_parallelism(), range_, KS::id, inputs, options);
     spill_.restore_heap_limit = std::numeric_limits<std::size_t>::max();
+    if (st.ok()) {  // fresh maps: no change base; the next checkpoint is full
+      pending_.clear();
+      last_completed_ = {};
+    }
     return st;
   }
 
@@ -1013,6 +1121,21 @@ class KeyedStateBackend {
       throw ColdStoreError(d.status().message());
     }
   }
+  // A key group's sections can be written as a delta: every state has a heap map there
+  // with a change base, and the delta's bound is within max_delta_fraction of the entries.
+  bool delta_fits(const std::vector<BackendSnapshot::Section>& sections) const {
+    if (sections.size() != tables_.size()) return false;  // an empty spilled key group
+    std::size_t bound = 0;
+    std::size_t entries = 0;
+    for (const auto& s : sections) {
+      const KeyGroupChanges c = s.snapshot->changes();
+      if (!c.has_base) return false;
+      bound += c.bound;
+      entries += s.snapshot->size();
+    }
+    return static_cast<double>(bound) <= incremental_->max_delta_fraction *
+                                             static_cast<double>(std::max<std::size_t>(entries, 1));
+  }
   // One check: candidates of both tiers, the decision, and the moves it chose.
   Result<SpillDecision> run_manager(std::int64_t now);
   std::vector<SpillCandidate> spill_candidates();
@@ -1027,7 +1150,32 @@ class KeyedStateBackend {
   std::unique_ptr<ColdStore> cold_;
   SpillContext spill_;
 
+  // Incremental checkpoints: the last completed checkpoint (id 0: none) with its chain, and
+  // the map snapshots of every checkpoint not yet completed or aborted, by id.
+  struct CompletedCheckpoint {
+    std::uint64_t id = 0;
+    std::uint32_t depth = 0;        // deltas in its chain
+    std::uint64_t full_bytes = 0;   // bytes of the chain's full checkpoint (0: unknown)
+    std::uint64_t chain_bytes = 0;  // bytes of the chain's deltas
+  };
+  struct PendingMap {
+    std::uint32_t table;
+    std::int32_t key_group;
+    KeyGroupChanges changes;
+  };
+  struct PendingCheckpoint {
+    std::uint64_t parent;  // 0: full
+    std::uint32_t depth;   // deltas in its chain, when it has a parent
+    std::uint64_t full_bytes;
+    std::uint64_t chain_bytes;  // its parent's
+    std::vector<PendingMap> maps;
+  };
+
   // Writer thread only.
+  std::optional<IncrementalCheckpointOptions> incremental_;
+  CompletedCheckpoint last_completed_;
+  std::map<std::uint64_t, PendingCheckpoint> pending_;
+  std::uint64_t last_snapshot_id_ = 0;
   std::optional<SpillLoadManager> manager_;
   std::uint32_t check_countdown_ = std::numeric_limits<std::uint32_t>::max();
   std::string shortfall_;

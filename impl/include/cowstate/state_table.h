@@ -138,12 +138,34 @@ struct ElementSerializerIds<MapSerializer<UKS, UVS>> {
 
 }  // namespace detail
 
+// What a key group's map snapshot knows of the changes since its map's last completed
+// checkpoint (incremental checkpoints; cow_state_map.h, "Change tracking").
+struct KeyGroupChanges {
+  bool tracked = false;   // a heap map that tracks its changes
+  bool has_base = false;  // and a checkpoint of it completed: a delta can be written
+  std::size_t bound = 0;  // the delta has at most this many records
+  // Which map and snapshot, for StateTableBase::checkpoint_completed.
+  std::uint64_t generation = 0;
+  std::uint32_t version = 0;
+};
+
 // One state's frozen entries in one key group, written in bounded steps. Owns the map
 // snapshot; releasing it (explicitly, or by destruction) lets the map free what only the
 // snapshot still needed.
+//
+// A delta (write_delta() before the first write) writes instead the records that turn the
+// image of its map's last completed checkpoint into this one: a removal (record kind 0,
+// key, namespace) per tombstone, then a put (kind 1, key, namespace, state) per changed
+// entry, or a removal where full-snapshot TTL cleanup finds nothing of it live. size() is
+// then changes().bound, and the records are counted as entries.
 class KeyGroupStateSnapshot {
  public:
   virtual ~KeyGroupStateSnapshot() = default;
+  virtual KeyGroupChanges changes() const noexcept { return {}; }
+  // REQUIRES: changes().has_base; nothing written yet.
+  virtual void write_delta() {
+    COWSTATE_ASSERT(false, "REQUIRES", "a delta of a snapshot without a change base");
+  }
   // Entries in the frozen view.
   virtual std::size_t size() const noexcept = 0;
   // Consumes at most `max_entries` entries of the frozen view and appends those it keeps
@@ -196,14 +218,24 @@ class StateTableBase {
   // Entries in key group `key_group`. REQUIRES: range().contains(key_group) (B1).
   virtual std::size_t size(std::int32_t key_group) const = 0;
   // Starts a snapshot of one key group's map; nullptr when it is empty (nothing to
-  // protect, nothing to write). Writer thread. REQUIRES: B1.
-  virtual std::unique_ptr<KeyGroupStateSnapshot> snapshot_key_group(std::int32_t key_group) = 0;
+  // protect, nothing to write), unless `keep_empty` and its map is a heap map that tracks
+  // changes (its tombstones may matter). Writer thread. REQUIRES: B1.
+  virtual std::unique_ptr<KeyGroupStateSnapshot> snapshot_key_group(std::int32_t key_group,
+                                                                    bool keep_empty = false) = 0;
+  // The checkpoint of snapshot `changes` (from a snapshot of `key_group`) completed: the
+  // key group's map takes that snapshot as its change base, unless the map was replaced
+  // since (a spill, a load: another generation). Writer thread. REQUIRES: B1.
+  virtual void checkpoint_completed(std::int32_t key_group, const KeyGroupChanges& changes) = 0;
   // A table of the same types and metadata, with empty maps for `range`.
   virtual std::unique_ptr<StateTableBase> make_empty(KeyGroupRange range) const = 0;
   // Decodes `count` entries of key group `key_group` from `r` into this table. Every
   // malformed value, a key of another key group and a duplicate (key, namespace) are
   // errors. REQUIRES: B1; the key group's map is empty.
   virtual Status read_entries(ByteReader& r, std::int32_t key_group, std::uint64_t count) = 0;
+  // Applies `count` delta records of key group `key_group` from `r` (removals and puts,
+  // KeyGroupStateSnapshot) to this table, in order. A malformed record or a key of another
+  // key group is an error. REQUIRES: B1.
+  virtual Status apply_delta(ByteReader& r, std::int32_t key_group, std::uint64_t count) = 0;
   // Fewest bytes one entry takes (bounds a count before anything is allocated).
   virtual std::size_t min_entry_size() const noexcept = 0;
   // A live map snapshot exists in some key group (the highest required version is not 0),
@@ -272,7 +304,8 @@ class StateTable final : public StateTableBase {
         options_(options),
         clock_(clock),
         cold_id_(spill != nullptr && spill->store != nullptr ? spill->store->new_table_id() : 0),
-        cold_entries_(static_cast<std::size_t>(range.size()), 0) {
+        cold_entries_(static_cast<std::size_t>(range.size()), 0),
+        generations_(static_cast<std::size_t>(range.size()), 0) {
     if (spill != nullptr) ++spill->tables;
     COWSTATE_ASSERT(!full_snapshot_cleanup() || clock_ != nullptr, "L1",
                     "full-snapshot TTL cleanup without a clock");
@@ -312,12 +345,19 @@ class StateTable final : public StateTableBase {
     return maps_[i] != nullptr ? maps_[i]->size() : cold_entries_[i];
   }
 
-  std::unique_ptr<KeyGroupStateSnapshot> snapshot_key_group(std::int32_t key_group) override;
+  std::unique_ptr<KeyGroupStateSnapshot> snapshot_key_group(std::int32_t key_group,
+                                                            bool keep_empty = false) override;
+  void checkpoint_completed(std::int32_t key_group, const KeyGroupChanges& changes) override {
+    const std::size_t i = index_of(key_group);
+    if (maps_[i] == nullptr || generations_[i] != changes.generation) return;
+    maps_[i]->checkpoint_completed(changes.version);
+  }
   std::unique_ptr<StateTableBase> make_empty(KeyGroupRange range) const override {
     return std::make_unique<StateTable>(meta(), range, max_parallelism(), options_, clock_,
                                         spill_context());
   }
   Status read_entries(ByteReader& r, std::int32_t key_group, std::uint64_t count) override;
+  Status apply_delta(ByteReader& r, std::int32_t key_group, std::uint64_t count) override;
   std::size_t min_entry_size() const noexcept override { return kMinEntry; }
   bool has_live_snapshot() const noexcept override {
     return !retired_maps_.empty() || std::any_of(maps_.begin(), maps_.end(), [](const auto& m) {
@@ -430,6 +470,10 @@ class StateTable final : public StateTableBase {
   // Writer thread only (the maps themselves say what snapshots may touch).
   std::vector<std::unique_ptr<Map>> maps_;   // nullptr: spilled
   std::vector<std::uint64_t> cold_entries_;  // entries of each spilled key group
+  // Bumped whenever a key group's map is replaced (spill, load, restore), so a completion
+  // meant for an earlier map is not taken by a later one.
+  std::vector<std::uint64_t> generations_;
+  std::uint64_t next_generation_ = 0;
   std::vector<RetiredMap> retired_maps_;
   std::vector<std::unique_ptr<Map>> freed_maps_;  // only under spill_frees_snapshot_map
   ByteWriter key_buf_;
@@ -447,20 +491,40 @@ class StateTable<KS, NS, SS, KH>::Snapshot final : public KeyGroupStateSnapshot 
  public:
   // `ttl`: the table's TTL config when snapshots clean up expired state, else nullptr;
   // `start`: the time at the sync phase.
+  // `tracked`: the map tracks its changes; `generation`: the map's, in its table.
   Snapshot(typename Map::Snapshot snap, const StateTtlConfig* ttl, const TtlTimeProvider* clock,
-           std::int64_t start)
-      : snap_(std::move(snap)), ttl_(ttl), clock_(clock), start_(start) {
+           std::int64_t start, bool tracked = false, std::uint64_t generation = 0)
+      : snap_(std::move(snap)),
+        ttl_(ttl),
+        clock_(clock),
+        start_(start),
+        tracked_(tracked),
+        generation_(generation) {
     COWSTATE_ASSERT(snap_.valid(), "B2", "snapshotting into a released map snapshot");
     COWSTATE_ASSERT(ttl_ == nullptr || clock_ != nullptr, "L5", "TTL cleanup without a clock");
   }
-  std::size_t size() const noexcept override { return snap_.size(); }
+  std::size_t size() const noexcept override {
+    return as_delta_ ? snap_.change_bound() : snap_.size();
+  }
   std::size_t emitted() const noexcept override { return emitted_; }
-  bool done() const noexcept override { return written_ == snap_.size(); }
+  bool done() const noexcept override {
+    return as_delta_ ? started_ && delta_at_ == delta_.size() : written_ == snap_.size();
+  }
   void release() noexcept override { snap_.release(); }
   bool released() const noexcept override { return snap_.released(); }
+  KeyGroupChanges changes() const noexcept override {
+    if (!tracked_) return {};
+    return {true, snap_.has_change_base(), snap_.change_bound(), generation_, snap_.version()};
+  }
+  void write_delta() override {
+    COWSTATE_ASSERT(tracked_ && snap_.has_change_base() && !started_, "REQUIRES",
+                    "a delta of a snapshot without a change base, or begun");
+    as_delta_ = true;
+  }
 
   std::size_t write(ByteWriter& out, std::size_t max_entries) override {
     COWSTATE_ASSERT(!snap_.released(), "B2", "writing a released key-group snapshot");
+    if (as_delta_) return write_delta_records(out, max_entries);
     if (!started_) {  // the scan's bitmap is built on first use, on the writing thread
       scan_ = snap_.scan();
       started_ = true;
@@ -537,19 +601,74 @@ class StateTable<KS, NS, SS, KH>::Snapshot final : public KeyGroupStateSnapshot 
     return n;
   }
 
+  // One record of a delta: a removal when `state` is nullptr, else a put. The pointers are
+  // into the snapshot's entries and captured records, valid while it is.
+  struct DeltaRecord {
+    const K* key;
+    const N* ns;
+    const S* state;
+  };
+
+  // The records of the delta, gathered on first use (on the writing thread), then written
+  // at most `max_entries` a step.
+  std::size_t write_delta_records(ByteWriter& out, std::size_t max_entries) {
+    if (!started_) {
+      snap_.for_each_tombstone([&](const K& k, const N& n) {
+        delta_.push_back({&k, &n, nullptr});
+      });
+      snap_.for_each_changed([&](const K& k, const N& n, const S& st) {
+        delta_.push_back({&k, &n, &st});
+      });
+      started_ = true;
+    }
+    std::size_t n = 0;
+    for (; n < max_entries && delta_at_ < delta_.size(); ++n, ++delta_at_) {
+      const DeltaRecord& d = delta_[delta_at_];
+      const std::size_t at = out.size();
+      out.put_u8(d.state != nullptr ? 1 : 0);
+      KS::write(out, *d.key);
+      NS::write(out, *d.ns);
+      if (d.state != nullptr && !write_live_state(out, *d.state)) {
+        out.truncate(at);  // nothing of it is live: the base's copy must go
+        out.put_u8(0);
+        KS::write(out, *d.key);
+        NS::write(out, *d.ns);
+      }
+      ++emitted_;
+      if (n + 1 < max_entries && delta_at_ + 1 < delta_.size()) {
+        COWSTATE_YIELD("checkpoint_writer.entry");
+      }
+    }
+    return n;
+  }
+  // Writes `state`, less what full-snapshot TTL cleanup leaves out (L5); false when that
+  // is all of it.
+  bool write_live_state(ByteWriter& out, const S& state) {
+    if constexpr (detail::kIsTtlStored<SS>) {
+      if (ttl_ != nullptr) return ttl_write_live<SS>(out, state, ttl_->ttl(), clock_->now());
+    }
+    SS::write(out, state);
+    return true;
+  }
+
   typename Map::Snapshot snap_;
   typename Map::Snapshot::Scan scan_;
   const StateTtlConfig* ttl_;
   const TtlTimeProvider* clock_;
   std::int64_t start_;
+  bool tracked_;
+  std::uint64_t generation_;
   std::size_t written_ = 0;
   std::size_t emitted_ = 0;
   bool started_ = false;
+  bool as_delta_ = false;
+  std::vector<DeltaRecord> delta_;
+  std::size_t delta_at_ = 0;
 };
 
 template <class KS, class NS, class SS, class KH>
 std::unique_ptr<KeyGroupStateSnapshot> StateTable<KS, NS, SS, KH>::snapshot_key_group(
-    std::int32_t key_group) {
+    std::int32_t key_group, bool keep_empty) {
   const std::size_t i = index_of(key_group);
   const StateTtlConfig* ttl = snapshot_ttl();
   const std::int64_t start = ttl != nullptr ? clock_->now() : 0;
@@ -560,8 +679,9 @@ std::unique_ptr<KeyGroupStateSnapshot> StateTable<KS, NS, SS, KH>::snapshot_key_
                                           clock_, spill_context()->store);
   }
   Map& m = *maps_[i];
-  if (m.empty()) return nullptr;
-  auto s = std::make_unique<Snapshot>(m.snapshot(), ttl, clock_, start);
+  if (m.empty() && !(keep_empty && m.tracks_changes())) return nullptr;
+  auto s = std::make_unique<Snapshot>(m.snapshot(), ttl, clock_, start, m.tracks_changes(),
+                                      generations_[i]);
   COWSTATE_ASSERT(s->size() == m.size(), "B2", "snapshot size differs from the map's");
   return s;
 }
@@ -629,6 +749,58 @@ Status StateTable<KS, NS, SS, KH>::read_entries_heap(ByteReader& r, std::size_t 
   }
   COWSTATE_ASSERT(fresh->size() == count, "B2", "decoded map size differs from the count");
   maps_[i] = std::move(fresh);
+  generations_[i] = ++next_generation_;
+  return Status();
+}
+
+template <class KS, class NS, class SS, class KH>
+Status StateTable<KS, NS, SS, KH>::apply_delta(ByteReader& r, std::int32_t key_group,
+                                               std::uint64_t count) {
+  const std::size_t i = index_of(key_group);
+  constexpr std::size_t kMinRecord = 1 + serializer_min_size<KS>() + serializer_min_size<NS>();
+  if (count > r.remaining() / kMinRecord) {
+    return r.error_at(r.offset(), "expected at most " + std::to_string(r.remaining() / kMinRecord) +
+                                      " delta records of state \"" + meta().name + "\" in the " +
+                                      std::to_string(r.remaining()) +
+                                      " bytes left, found a count of " + std::to_string(count));
+  }
+  const KeyGroupAssigner key_group_of(max_parallelism());
+  K key{};
+  N ns{};
+  for (std::uint64_t e = 0; e < count; ++e) {
+    const std::size_t at = r.offset();
+    std::uint8_t kind = 0;
+    if (Status st = r.read_u8(kind, "delta record kind"); !st.ok()) return st;
+    if (kind > 1) {
+      return r.error_at(
+          at, "expected a delta record kind 0 (remove) or 1 (put), found " + std::to_string(kind));
+    }
+    if (Status st = KS::read(r, key); !st.ok()) return st;
+    if (Status st = NS::read(r, ns); !st.ok()) return st;
+    const std::int32_t g = key_group_of(KH{}(key));
+    if (g != key_group) {
+      return r.error_at(at + 1, "expected a key of key group " + std::to_string(key_group) +
+                                    " (state \"" + meta().name + "\"), found one of key group " +
+                                    std::to_string(g) +
+                                    ": written with another key hash or max parallelism, or "
+                                    "corrupt");
+    }
+    if (kind == 0) {
+      if (maps_[i] != nullptr) {
+        maps_[i]->remove(key, ns);
+      } else {
+        (void)cold_remove(key_group, key, ns);
+      }
+      continue;
+    }
+    S state{};
+    if (Status st = SS::read(r, state); !st.ok()) return st;
+    if (maps_[i] != nullptr) {
+      maps_[i]->put(key, ns, std::move(state));
+    } else {
+      cold_put(key_group, key, ns, state);
+    }
+  }
   return Status();
 }
 

@@ -343,6 +343,7 @@ Status StateTable<KS, NS, SS, KH>::spill(std::int32_t key_group) {
   COWSTATE_YIELD("spill.swap");
   cold_entries_[i] = maps_[i]->size();
   std::unique_ptr<Map> old = std::move(maps_[i]);
+  generations_[i] = ++next_generation_;
   // Rule 2: a map a live snapshot reads is retired, not freed.
   if (old->highest_required_version() != 0) {
     COWSTATE_PROBE("tier.spill_under_snapshot");
@@ -407,6 +408,7 @@ Status StateTable<KS, NS, SS, KH>::load(std::int32_t key_group) {
   COWSTATE_ASSERT(n == cold_entries_[i], "M2",
                   "a cold range holding another number of entries than counted");
   maps_[i] = std::move(fresh);
+  generations_[i] = ++next_generation_;
   cold_entries_[i] = 0;
   ++spill_context()->loads;
   return Status();
@@ -428,6 +430,7 @@ template <class KS, class NS, class SS, class KH>
 Status StateTable<KS, NS, SS, KH>::read_entries_cold(ByteReader& r, std::size_t i,
                                                      std::int32_t key_group, std::uint64_t count) {
   maps_[i].reset();  // the key group is cold from here on, whatever happens
+  generations_[i] = ++next_generation_;
   K key{};
   N ns{};
   S state{};

@@ -107,6 +107,8 @@ inline constexpr PlantedBug kPlantedBugs[] = {
      "a mutable hand-out (get_mutable, in-place transform) is not recorded as a change"},
     {mutants::Mutant::tombstone_dropped, "map", false,
      "a removal leaves no tombstone in the change log"},
+    {mutants::Mutant::delta_after_snapshot, "map", false,
+     "a delta reads its captured slots in the live map, not in the snapshot"},
 };
 constexpr bool in_enum_order() noexcept {
   for (std::size_t i = 0; i < std::size(kPlantedBugs); ++i) {
