@@ -379,7 +379,12 @@ Status CheckpointStorage::publish(PendingCheckpoint& p) {
   auto undo = [&](Status st, bool data_published, bool manifest_published) {
     if (p.file_ != nullptr) (void)p.file_->close();
     p.file_.reset();
-    if (manifest_published) (void)fs_->remove_file(manifest);
+    if (manifest_published) {
+      // Durably gone before the data file goes, as in prune(): a power loss must not keep
+      // the manifest and lose its data file, a damaged checkpoint where none was published.
+      (void)fs_->remove_file(manifest);
+      (void)fs_->sync_dir(dir_);
+    }
     (void)fs_->remove_file(manifest_tmp);
     (void)fs_->remove_file(data_published ? data : data_tmp);
     return Status::error("checkpoint " + std::to_string(p.id_) + " not committed: " + st.message());
