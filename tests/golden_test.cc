@@ -98,11 +98,11 @@ TEST_CASE("a manifest of another version makes its checkpoint damaged, naming bo
   backend_test::TempDir tmp;
   const std::filesystem::path dir = std::filesystem::path(tmp.path()) / "storage";
   std::filesystem::copy(kGolden / "v2/storage", dir);
-  // Manifest version 2, with a checksum that matches: a file a newer build could write.
+  // Manifest version 3, with a checksum that matches: a file a newer build could write.
   const std::filesystem::path manifest = dir / "chk-00000000000000000002.manifest";
   Bytes m = read_golden("v2/storage/chk-00000000000000000002.manifest");
   REQUIRE(m.size() == cowstate::CheckpointStorage::kManifestSize);
-  m[4] = std::byte{2};
+  m[4] = std::byte{3};
   const std::uint64_t sum = cowstate::checksum64(std::span<const std::byte>(m).first(32));
   for (std::size_t i = 0; i < 8; ++i) m[32 + i] = static_cast<std::byte>(sum >> (8 * i));
   std::ofstream(manifest, std::ios::binary | std::ios::trunc)
@@ -112,7 +112,7 @@ TEST_CASE("a manifest of another version makes its checkpoint damaged, naming bo
   auto scan = (*storage)->scan();
   REQUIRE(scan.ok());
   REQUIRE(scan->damaged.size() == 1);
-  CHECK(scan->damaged[0].reason.find("offset 4: expected manifest version 1, found 2") !=
+  CHECK(scan->damaged[0].reason.find("offset 4: expected manifest version 1 or 2, found 3") !=
         std::string::npos);
   CHECK_FALSE((*storage)->latest().ok());
 }

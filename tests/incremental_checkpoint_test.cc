@@ -7,12 +7,15 @@
 #include <catch2/catch.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "backend_fixture.h"
 #include "cowstate/checkpoint.h"
+#include "cowstate/checkpoint_inspect.h"
+#include "cowstate/checkpoint_storage.h"
 #include "cowstate/ttl.h"
 
 using namespace backend_test;
@@ -375,4 +378,136 @@ TEST_CASE("an incomplete, misordered or damaged chain is an error and restores n
     refused(st, "expected a delta record kind 0 (remove) or 1 (put), found 7");
     break;
   }
+}
+
+TEST_CASE("storage keeps every member of a retained chain, reads chains, and reports broken ones",
+          "[incremental][storage]") {
+  TempDir tmp;
+  cowstate::StorageOptions so;
+  so.retain = 2;
+  so.io_thread = false;
+  auto opened = cowstate::CheckpointStorage::open(tmp.path(), cowstate::posix_file_system(), so);
+  REQUIRE(opened.ok());
+  cowstate::CheckpointStorage& storage = **opened;
+  Incremental f(KeyGroupRange::all(kMaxPar), {.full_every = 3});
+  populate(*f.backend, f.states, 1000, 10);
+  std::vector<std::uint64_t> parents;
+  for (std::uint64_t id = 1; id <= 6; ++id) {
+    touch(*f.backend, f.states, 1000, 53, static_cast<std::int64_t>(id));
+    auto snap = f.backend->snapshot(id);
+    const std::uint64_t parent = snap->header().parent_checkpoint_id;
+    parents.push_back(parent);
+    auto pending = storage.begin(id, parent);
+    REQUIRE(pending.ok());
+    cowstate::CheckpointWriter w(std::move(snap), pending->get());
+    while (!w.step(100)) {
+    }
+    REQUIRE(w.done());
+    REQUIRE((*pending)->commit().ok());
+    f.backend->notify_checkpoint_complete(id, w.bytes_written());
+    if (id == 3) {
+      // Retention keeps 2 and 3, and 1, a member of both chains.
+      CHECK(*storage.complete_checkpoints() == std::vector<std::uint64_t>{1, 2, 3});
+      CHECK(storage.read_manifest(3)->chain == std::vector<std::uint64_t>{2, 1});
+      auto data = storage.read(3);
+      auto chain = storage.read_chain(3);
+      REQUIRE(data.ok());
+      REQUIRE(chain.ok());
+      REQUIRE(chain->size() == 2);
+      CHECK(restored_image(*data, *chain) == image(f.states));
+    }
+  }
+  CHECK(parents == std::vector<std::uint64_t>{0, 1, 2, 0, 4, 5});
+  // 4 is full: the chains of 5 and 6 reach back to it only, so 1 to 3 are gone.
+  CHECK(*storage.complete_checkpoints() == std::vector<std::uint64_t>{4, 5, 6});
+  CHECK(storage.read_manifest(4)->chain.empty());
+  CHECK(storage.read_manifest(6)->chain == std::vector<std::uint64_t>{5, 4});
+  CHECK(restored_image(*storage.read(6), *storage.read_chain(6)) == image(f.states));
+
+  auto refused = storage.begin(7, 3);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().message().find("names checkpoint 3 as its parent") != std::string::npos);
+
+  // The chain's full member loses its data file: every checkpoint of the chain is damaged,
+  // and latest() says why rather than rolling back.
+  std::filesystem::remove(storage.data_path(4));
+  auto scan = storage.scan();
+  REQUIRE(scan.ok());
+  CHECK(scan->complete.empty());
+  REQUIRE(scan->damaged.size() == 3);
+  CHECK(scan->damaged[2].reason.find("its chain member checkpoint 5 is damaged") !=
+        std::string::npos);
+  auto latest = storage.latest();
+  REQUIRE_FALSE(latest.ok());
+  CHECK(latest.status().message().find("checkpoint 6 is damaged") != std::string::npos);
+  CHECK_FALSE(storage.read_chain(6).ok());
+}
+
+TEST_CASE("inspect decodes a delta's records and reads nothing of an unchanged block",
+          "[incremental][inspect]") {
+  Incremental f;
+  populate(*f.backend, f.states, 2000, 11);
+  const Bytes c1 = f.checkpoint(1);
+  touch(*f.backend, f.states, 2000, 61, 5);
+  const Bytes c2 = f.checkpoint(2);
+  const cowstate::CheckpointFileReport r = cowstate::inspect_checkpoint("c2.cscp", c2);
+  INFO((r.damage ? r.damage->message : std::string()));
+  CHECK(r.intact());
+  REQUIRE(r.layout.has_value());
+  CHECK(r.layout->version == 3);
+  CHECK(r.layout->header.parent_checkpoint_id == 1);
+  REQUIRE(r.blocks.size() == static_cast<std::size_t>(kMaxPar));
+  std::size_t records = 0;
+  std::map<BlockKind, std::size_t> kinds;
+  for (const auto& b : r.blocks) {
+    ++kinds[b.info.kind];
+    if (b.info.kind == BlockKind::unchanged) CHECK(b.sections.empty());
+    for (const auto& s : b.sections) records += s.entries;
+  }
+  CHECK(kinds[BlockKind::delta] > 10);
+  CHECK(kinds[BlockKind::unchanged] > 10);
+  CHECK(records > 20);
+  CHECK(cowstate::inspect_checkpoint("c1.cscp", c1).intact());
+}
+
+TEST_CASE("a checkpoint being written holds its chain against pruning until it finishes",
+          "[incremental][storage]") {
+  TempDir tmp;
+  cowstate::StorageOptions so;
+  so.retain = 1;
+  so.io_thread = false;
+  auto opened = cowstate::CheckpointStorage::open(tmp.path(), cowstate::posix_file_system(), so);
+  REQUIRE(opened.ok());
+  cowstate::CheckpointStorage& storage = **opened;
+  const std::vector<std::byte> data(64, std::byte{7});  // storage never decodes the data
+  auto commit = [&](std::unique_ptr<cowstate::PendingCheckpoint> p) {
+    REQUIRE(p->append(data).ok());
+    REQUIRE(p->commit().ok());
+  };
+  auto begin = [&](std::uint64_t id, std::uint64_t parent) {
+    auto p = storage.begin(id, parent);
+    REQUIRE(p.ok());
+    return std::move(*p);
+  };
+  auto complete = [&] { return *storage.complete_checkpoints(); };
+
+  commit(begin(1, 0));
+  auto delta = begin(2, 1);  // a delta of 1, still being written
+  commit(begin(3, 0));       // retains 3 only; 1 is held by 2
+  CHECK(complete() == std::vector<std::uint64_t>{1, 3});
+  commit(std::move(delta));  // its chain is whole; its own commit prunes it and 1
+  CHECK(complete() == std::vector<std::uint64_t>{3});
+
+  auto aborted = begin(4, 3);
+  commit(begin(5, 0));
+  CHECK(complete() == std::vector<std::uint64_t>{3, 5});
+  aborted->abort();  // the hold ends with it: the next commit may prune 3
+  commit(begin(6, 0));
+  CHECK(complete() == std::vector<std::uint64_t>{6});
+
+  {
+    auto dropped = begin(7, 6);  // destroyed unfinished: aborted, the hold ends too
+  }
+  commit(begin(8, 0));
+  CHECK(complete() == std::vector<std::uint64_t>{8});
 }

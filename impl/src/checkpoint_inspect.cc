@@ -133,9 +133,26 @@ Status read_entry(ByteReader& r, const CheckpointHeader& h, const StateMetaInfo&
   return read_scalar(r, m.state_serializer);
 }
 
-// Reads one section's header and, when its state is decodable, its entries.
+// A delta record (docs/checkpoint-format.md, "Incremental checkpoints"): its kind, key and
+// namespace, and the state of a put.
+Status read_delta_record(ByteReader& r, const CheckpointHeader& h, const StateMetaInfo& m,
+                         std::int32_t key_group) {
+  const std::size_t at = r.offset();
+  std::uint8_t kind = 0;
+  if (Status st = r.read_u8(kind, "delta record kind"); !st.ok()) return st;
+  if (kind > 1) {
+    return r.error_at(
+        at, "expected a delta record kind 0 (remove) or 1 (put), found " + std::to_string(kind));
+  }
+  if (kind == 1) return read_entry(r, h, m, key_group);
+  if (Status st = read_key(r, h.key_serializer, h.max_parallelism, key_group); !st.ok()) return st;
+  return read_scalar(r, m.namespace_serializer);
+}
+
+// Reads one section's header and, when its state is decodable, its entries (a delta
+// block's records).
 Status read_section(ByteReader& r, const CheckpointHeader& h, const std::vector<bool>& decode,
-                    std::int32_t key_group, std::uint32_t first_state,
+                    std::int32_t key_group, bool delta, std::uint32_t first_state,
                     CheckpointSectionReport& out) {
   const std::size_t at = r.offset();
   if (Status st = r.read_u32(out.state, "section state index"); !st.ok()) return st;
@@ -155,7 +172,9 @@ Status read_section(ByteReader& r, const CheckpointHeader& h, const std::vector<
     return Status();
   }
   for (std::uint64_t e = 0; e < out.entries; ++e) {
-    if (Status st = read_entry(r, h, h.states[out.state], key_group); !st.ok()) return st;
+    Status st = delta ? read_delta_record(r, h, h.states[out.state], key_group)
+                      : read_entry(r, h, h.states[out.state], key_group);
+    if (!st.ok()) return st;
   }
   return Status();
 }
@@ -181,7 +200,9 @@ Status read_block_sections(const RawBlock& raw, const CheckpointHeader& h,
   std::uint32_t first = 0;
   for (std::uint32_t s = 0; s < sections; ++s) {
     CheckpointSectionReport section;
-    if (Status st = read_section(r, h, decode, out.info.key_group, first, section); !st.ok()) {
+    if (Status st = read_section(r, h, decode, out.info.key_group,
+                                 out.info.kind == BlockKind::delta, first, section);
+        !st.ok()) {
       return st;
     }
     first = section.state + 1;
@@ -213,6 +234,10 @@ void inspect_blocks(const CheckpointInput& input, CheckpointFileReport& out) {
   BlockScratch scratch;
   for (const CheckpointBlockInfo& b : out.layout->blocks) {
     CheckpointBlockReport block{b, {}};
+    if (b.kind == BlockKind::unchanged) {  // nothing stored: nothing to read
+      out.blocks.push_back(std::move(block));
+      continue;
+    }
     RawBlock raw;
     Status st = checkpoint_detail::open_block(input, b, true, scratch, raw);
     if (st.ok()) {

@@ -177,7 +177,11 @@ Status restore_key_group(RestoreRun& run, const ReadFile& head, const std::vecto
     }
     path.emplace_back(&member, blk);
   }
-  for (std::size_t i = path.size(); i-- > 0;) {
+  std::vector<std::size_t> order;  // into path: oldest first
+  for (std::size_t i = path.size(); i-- > 0;) order.push_back(i);
+  // Planted bug: the full block first, then the deltas newest first.
+  if (COWSTATE_MUTANT(chain_applied_out_of_order)) std::reverse(order.begin() + 1, order.end());
+  for (const std::size_t i : order) {
     const ReadFile& file = *path[i].first;
     if (Status st =
             checkpoint_detail::read_block(*file.input, file.layout.header, *path[i].second,

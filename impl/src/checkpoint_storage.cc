@@ -7,6 +7,7 @@
 #include <array>
 #include <cinttypes>
 #include <cstdio>
+#include <map>
 #include <system_error>
 #include <utility>
 
@@ -20,8 +21,11 @@ namespace {
 
 constexpr std::array<std::byte, 4> kManifestMagic = {std::byte{'C'}, std::byte{'S'}, std::byte{'M'},
                                                      std::byte{'F'}};
+// 1: a full checkpoint's; 2: an incremental one's, with its chain.
 constexpr std::uint16_t kManifestVersion = 1;
+constexpr std::uint16_t kManifestChainVersion = 2;
 constexpr std::size_t kManifestSize = CheckpointStorage::kManifestSize;
+constexpr std::size_t kChainAt = 32;  // version 2: the chain's count, then its ids
 constexpr const char* kDataSuffix = ".cscp";
 constexpr const char* kManifestSuffix = ".manifest";
 constexpr const char* kTmpSuffix = ".tmp";
@@ -131,6 +135,10 @@ Status PendingCheckpoint::append(std::span<const std::byte> bytes) {
 }
 
 void PendingCheckpoint::abort() noexcept {
+  if (holds_chain_) {
+    storage_->release_chain(id_);
+    holds_chain_ = false;
+  }
   if (finished_ && file_ == nullptr) return;
   finished_ = true;
   Phase open = Phase::open;  // a cancelled checkpoint stays cancelled (cancel() says so)
@@ -161,6 +169,10 @@ Status PendingCheckpoint::commit() {
   }
   Status st = storage_->publish(*this);
   finished_ = true;
+  if (holds_chain_) {  // complete, its manifest names the chain; or it never will
+    storage_->release_chain(id_);
+    holds_chain_ = false;
+  }
   if (won) phase_.store(st.ok() ? Phase::committed : Phase::aborted, std::memory_order_release);
   return st;
 }
@@ -230,6 +242,7 @@ Result<CheckpointScan> CheckpointStorage::scan() {
   Result<std::vector<std::string>> names = fs_->list_dir(dir_);
   if (!names.ok()) return names.status();
   CheckpointScan out;
+  std::map<std::uint64_t, std::vector<std::uint64_t>> chains;  // of each complete checkpoint
   for (const std::string& name : *names) {
     auto id = parse_name(name, kManifestSuffix);
     if (!id) continue;
@@ -242,8 +255,31 @@ Result<CheckpointScan> CheckpointStorage::scan() {
                                       manifest_path(*id) + " is in place"});
     } else {
       out.complete.push_back(*id);
+      chains.emplace(*id, std::move(m->chain));
     }
   }
+  std::sort(out.complete.begin(), out.complete.end());
+  // C11: a checkpoint is complete only while its whole chain is. Ascending, so a member's
+  // own verdict is final before any checkpoint that names it is judged.
+  std::vector<std::uint64_t> complete;
+  for (const std::uint64_t id : out.complete) {
+    const std::vector<std::uint64_t>& chain = chains[id];
+    const auto broken = std::find_if(chain.begin(), chain.end(), [&](std::uint64_t member) {
+      return !std::binary_search(complete.begin(), complete.end(), member);
+    });
+    if (broken == chain.end()) {
+      complete.push_back(id);
+      continue;
+    }
+    auto d = std::find_if(out.damaged.begin(), out.damaged.end(),
+                          [&](const DamagedCheckpoint& x) { return x.id == *broken; });
+    out.damaged.push_back(
+        {id, manifest_path(id) + ": its chain member checkpoint " + std::to_string(*broken) +
+                 (d != out.damaged.end()
+                      ? " is damaged (" + d->reason + ")"
+                      : " is missing (no manifest " + manifest_path(*broken) + ")")});
+  }
+  out.complete = std::move(complete);
   std::sort(out.complete.begin(), out.complete.end());
   std::sort(out.damaged.begin(), out.damaged.end(),
             [](const DamagedCheckpoint& a, const DamagedCheckpoint& b) { return a.id < b.id; });
@@ -283,36 +319,66 @@ Result<CheckpointManifest> CheckpointStorage::read_manifest(std::uint64_t id) {
   auto bad = [&path](std::size_t at, const std::string& what) {
     return Status::error(path + ": offset " + std::to_string(at) + ": " + what);
   };
-  if (b.size() != kManifestSize) {
-    return bad(0, "expected a manifest of " + std::to_string(kManifestSize) + " bytes, found " +
-                      std::to_string(b.size()));
+  if (b.size() < kManifestSize) {
+    return bad(0, "expected a manifest of at least " + std::to_string(kManifestSize) +
+                      " bytes, found " + std::to_string(b.size()));
   }
   if (!std::equal(kManifestMagic.begin(), kManifestMagic.end(), b.begin())) {
     return bad(0, "expected magic \"CSMF\" (a cowstate checkpoint manifest)");
   }
-  const std::uint64_t sum = detail::load_le<std::uint64_t>(b.data() + 32);
-  const std::uint64_t computed = checksum64(std::span<const std::byte>(b).first(32));
-  if (sum != computed) {
-    return bad(32, "expected manifest checksum " + detail::hex64(sum) +
-                       " (XXH3-64 of bytes 0-31), found " + detail::hex64(computed) +
-                       ": the manifest is corrupt");
-  }
+  // The checksum is the last 8 bytes of either version; version 1 is 40 bytes long.
   const std::uint16_t version = detail::load_le<std::uint16_t>(b.data() + 4);
-  if (version != kManifestVersion) {
-    return bad(4, "expected manifest version " + std::to_string(kManifestVersion) + ", found " +
-                      std::to_string(version) + ": written by an incompatible cowstate version");
+  const std::size_t sum_at = version == kManifestChainVersion ? b.size() - 8 : kManifestSize - 8;
+  const std::uint64_t sum = detail::load_le<std::uint64_t>(b.data() + sum_at);
+  const std::uint64_t computed = checksum64(std::span<const std::byte>(b).first(sum_at));
+  if (sum != computed) {
+    return bad(sum_at, "expected manifest checksum " + detail::hex64(sum) +
+                           " (XXH3-64 of bytes 0-" + std::to_string(sum_at - 1) + "), found " +
+                           detail::hex64(computed) + ": the manifest is corrupt");
+  }
+  if (version != kManifestVersion && version != kManifestChainVersion) {
+    return bad(4, "expected manifest version " + std::to_string(kManifestVersion) + " or " +
+                      std::to_string(kManifestChainVersion) + ", found " + std::to_string(version) +
+                      ": written by an incompatible cowstate version");
   }
   if (const std::uint16_t flags = detail::load_le<std::uint16_t>(b.data() + 6); flags != 0) {
     return bad(6, "expected manifest flags 0, found " + std::to_string(flags));
   }
   Manifest m{detail::load_le<std::uint64_t>(b.data() + 8),
              detail::load_le<std::uint64_t>(b.data() + 16),
-             detail::load_le<std::uint64_t>(b.data() + 24)};
+             detail::load_le<std::uint64_t>(b.data() + 24),
+             {}};
   if (m.id != id) {
     return bad(8,
                "expected checkpoint id " + std::to_string(id) + ", found " + std::to_string(m.id));
   }
-  return Result<Manifest>(m);
+  if (version == kManifestVersion) {
+    if (b.size() != kManifestSize) {
+      return bad(0, "expected a manifest of " + std::to_string(kManifestSize) +
+                        " bytes (version 1), found " + std::to_string(b.size()));
+    }
+    return Result<Manifest>(std::move(m));
+  }
+  const std::uint64_t count =
+      b.size() >= kChainAt + 4 + 8 ? detail::load_le<std::uint32_t>(b.data() + kChainAt) : 0;
+  if (count == 0 || b.size() != kChainAt + 4 + 8 * count + 8) {
+    return bad(kChainAt, "expected a chain of at least 1 checkpoint filling the manifest's " +
+                             std::to_string(b.size()) + " bytes (44 + 8 per member), found a " +
+                             "count of " + std::to_string(count));
+  }
+  std::uint64_t below = id;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const std::size_t at = kChainAt + 4 + 8 * static_cast<std::size_t>(i);
+    const std::uint64_t member = detail::load_le<std::uint64_t>(b.data() + at);
+    if (member == 0 || member >= below) {
+      return bad(at, "expected chain member " + std::to_string(i) + " in [1, " +
+                         std::to_string(below) + ") (each older than the one before), found " +
+                         std::to_string(member));
+    }
+    m.chain.push_back(member);
+    below = member;
+  }
+  return Result<Manifest>(std::move(m));
 }
 
 Result<std::vector<std::byte>> CheckpointStorage::read(std::uint64_t id) {
@@ -336,7 +402,23 @@ Result<std::vector<std::byte>> CheckpointStorage::read(std::uint64_t id) {
   return data;
 }
 
-Result<std::unique_ptr<PendingCheckpoint>> CheckpointStorage::begin(std::uint64_t id) {
+Result<std::vector<std::vector<std::byte>>> CheckpointStorage::read_chain(std::uint64_t id) {
+  Result<Manifest> m = read_manifest(id);
+  if (!m.ok()) return m.status();
+  std::vector<std::vector<std::byte>> out;
+  for (const std::uint64_t member : m->chain) {
+    Result<std::vector<std::byte>> data = read(member);
+    if (!data.ok()) {
+      return Status::error("checkpoint " + std::to_string(id) + "'s chain member " +
+                           std::to_string(member) + ": " + data.status().message());
+    }
+    out.push_back(std::move(*data));
+  }
+  return Result<std::vector<std::vector<std::byte>>>(std::move(out));
+}
+
+Result<std::unique_ptr<PendingCheckpoint>> CheckpointStorage::begin(std::uint64_t id,
+                                                                    std::uint64_t parent) {
   COWSTATE_ASSERT(id > 0, "REQUIRES", "checkpoint ids start at 1");
   if (read_only_) return Status::error(dir_ + ": opened read-only: no checkpoint can begin");
   Result<CheckpointScan> found = scan();
@@ -352,6 +434,19 @@ Result<std::unique_ptr<PendingCheckpoint>> CheckpointStorage::begin(std::uint64_
                          std::to_string(found->damaged.back().id) +
                          ", whose files it would replace: checkpoint ids must grow");
   }
+  std::vector<std::uint64_t> chain;
+  if (parent != 0) {
+    if (!std::binary_search(found->complete.begin(), found->complete.end(), parent)) {
+      return Status::error(dir_ + ": checkpoint " + std::to_string(id) + " names checkpoint " +
+                           std::to_string(parent) +
+                           " as its parent, which is not complete here: an incremental "
+                           "checkpoint needs its whole chain");
+    }
+    Result<Manifest> pm = read_manifest(parent);
+    if (!pm.ok()) return pm.status();
+    chain.push_back(parent);
+    chain.insert(chain.end(), pm->chain.begin(), pm->chain.end());
+  }
   const std::string tmp = temporary_path(data_path(id));
   Result<std::unique_ptr<WritableFile>> file = fs_->create_file(tmp);
   if (!file.ok()) return file.status();
@@ -366,8 +461,13 @@ Result<std::unique_ptr<PendingCheckpoint>> CheckpointStorage::begin(std::uint64_
       return Status::error(tmp + ": cannot start the I/O thread: " + e.what());
     }
   }
-  return Result<std::unique_ptr<PendingCheckpoint>>(
-      std::unique_ptr<PendingCheckpoint>(new PendingCheckpoint(this, id, std::move(*file))));
+  std::unique_ptr<PendingCheckpoint> p(new PendingCheckpoint(this, id, std::move(*file)));
+  if (!chain.empty()) {
+    hold_chain(id, chain);
+    p->holds_chain_ = true;
+  }
+  p->chain_ = std::move(chain);
+  return Result<std::unique_ptr<PendingCheckpoint>>(std::move(p));
 }
 
 Status CheckpointStorage::publish(PendingCheckpoint& p) {
@@ -404,14 +504,20 @@ Status CheckpointStorage::publish(PendingCheckpoint& p) {
   // 3. the manifest, last (C5).
   ByteWriter w;
   w.put_bytes(kManifestMagic);
-  w.put_u16(kManifestVersion);
+  w.put_u16(p.chain_.empty() ? kManifestVersion : kManifestChainVersion);
   w.put_u16(0);
   w.put_u64(p.id_);
   w.put_u64(p.size_);
   w.put_u64(p.checksum_.digest());
+  if (!p.chain_.empty()) {
+    w.put_u32(static_cast<std::uint32_t>(p.chain_.size()));
+    for (const std::uint64_t member : p.chain_) w.put_u64(member);
+  }
   w.put_u64(checksum64(w.written()));
   w.trim();
-  COWSTATE_ASSERT(w.size() == kManifestSize, "C5", "manifest layout");
+  COWSTATE_ASSERT(
+      w.size() == (p.chain_.empty() ? kManifestSize : kChainAt + 4 + 8 * p.chain_.size() + 8), "C5",
+      "manifest layout");
   Result<std::unique_ptr<WritableFile>> mf = fs_->create_file(manifest_tmp);
   if (!mf.ok()) return undo(mf.status(), true, false);
   Status st = (*mf)->append(w.written());
@@ -426,12 +532,35 @@ Status CheckpointStorage::publish(PendingCheckpoint& p) {
       !r.ok())
     return undo(std::move(r), true, true);
   // 4. complete; an error while pruning only leaves older checkpoints for the next commit.
+  // Its manifest names its chain now: the hold begin() took is no longer needed.
+  if (p.holds_chain_) {
+    release_chain(p.id_);
+    p.holds_chain_ = false;
+  }
   (void)prune();
   return Status();
 }
 
+void CheckpointStorage::hold_chain(std::uint64_t id, const std::vector<std::uint64_t>& chain) {
+  const std::lock_guard<std::mutex> lock(held_mu_);
+  held_chains_[id] = chain;
+}
+
+void CheckpointStorage::release_chain(std::uint64_t id) noexcept {
+  const std::lock_guard<std::mutex> lock(held_mu_);
+  held_chains_.erase(id);
+}
+
+std::vector<std::uint64_t> CheckpointStorage::held_chain_members() {
+  const std::lock_guard<std::mutex> lock(held_mu_);
+  std::vector<std::uint64_t> out;
+  for (const auto& [id, chain] : held_chains_) out.insert(out.end(), chain.begin(), chain.end());
+  return out;
+}
+
 // Drops the complete checkpoints beyond the newest `retain`, and the damaged ones older than
-// the oldest retained one (C9: they would otherwise stay forever).
+// the oldest retained one (C9: they would otherwise stay forever), except the members of a
+// retained checkpoint's chain or of one still being written (C11).
 Status CheckpointStorage::prune() {
   Result<CheckpointScan> found = scan();
   if (!found.ok()) return found.status();
@@ -440,12 +569,32 @@ Status CheckpointStorage::prune() {
   const std::size_t drop =
       complete.size() > options_.retain ? complete.size() - options_.retain : 0;
   const std::uint64_t oldest_kept = complete[drop];
-  std::vector<std::uint64_t> gone(complete.begin(), complete.begin() + static_cast<long>(drop));
+  std::vector<std::uint64_t> referenced;  // by a retained checkpoint's chain
+  for (std::size_t i = drop; i < complete.size(); ++i) {
+    Result<Manifest> m = read_manifest(complete[i]);
+    if (!m.ok()) return m.status();
+    referenced.insert(referenced.end(), m->chain.begin(), m->chain.end());
+  }
+  // Planted bug: the chains are not counted, so a retained delta loses its ancestors.
+  if (COWSTATE_MUTANT(prune_drops_chain_member)) referenced.clear();
+  // Planted bug: a checkpoint being written is not counted, so its parent can go.
+  if (!COWSTATE_MUTANT(prune_ignores_pending_chain)) {
+    const std::vector<std::uint64_t> held = held_chain_members();
+    referenced.insert(referenced.end(), held.begin(), held.end());
+  }
+  std::sort(referenced.begin(), referenced.end());
+  auto needed = [&referenced](std::uint64_t id) {
+    return std::binary_search(referenced.begin(), referenced.end(), id);
+  };
+  std::vector<std::uint64_t> gone;
+  for (std::size_t i = 0; i < drop; ++i) {
+    if (!needed(complete[i])) gone.push_back(complete[i]);
+  }
   if (COWSTATE_MUTANT(prune_removes_needed_file) && drop > 0) {
     (void)fs_->remove_file(data_path(oldest_kept));
   }
   for (const DamagedCheckpoint& d : found->damaged) {
-    if (d.id < oldest_kept) gone.push_back(d.id);
+    if (d.id < oldest_kept && !needed(d.id)) gone.push_back(d.id);
   }
   if (gone.empty()) return Status();
   Result<std::vector<std::string>> names = fs_->list_dir(dir_);

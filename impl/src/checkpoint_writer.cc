@@ -293,15 +293,15 @@ void CheckpointWriter::begin_block() {
 void CheckpointWriter::begin_section(const BackendSnapshot::Section& s) {
   section_at_ = block_.size();
   block_.put_u32(s.state);
-  block_.put_u64(s.snapshot->size());  // patched by end_section when cleanup left entries out
+  block_.put_u64(s.snapshot->records());  // patched by end_section to what was emitted
 }
 
 void CheckpointWriter::end_section(const KeyGroupStateSnapshot& s) {
-  COWSTATE_ASSERT(s.done() && s.emitted() <= s.size(), "C1", "a section ended early");
+  COWSTATE_ASSERT(s.done() && s.emitted() <= s.records(), "C1", "a section ended early");
   if (s.emitted() == 0) {
-    block_.truncate(section_at_);  // TTL cleanup left every entry out: no section
+    block_.truncate(section_at_);  // TTL cleanup left every entry out, or no change: none
   } else {
-    if (s.emitted() != s.size()) block_.patch_u64(section_at_ + 4, s.emitted());
+    if (s.emitted() != s.records()) block_.patch_u64(section_at_ + 4, s.emitted());
     ++sections_kept_;
   }
 }

@@ -114,6 +114,14 @@ class ChangeLog {
   const std::vector<std::shared_ptr<const Record>>& sealed() const noexcept { return sealed_; }
   // Bytes of the records the log holds (snapshots may hold sealed ones longer).
   std::size_t bytes() const noexcept { return on_ ? sealed_bytes_ + bytes_of(open_) : 0; }
+  // bytes(), summed from scratch over the records: what a recount of the map's memory
+  // compares the running count with.
+  std::size_t recount_bytes() const noexcept {
+    if (!on_) return 0;
+    std::size_t n = bytes_of(open_);
+    for (const auto& r : sealed_) n += bytes_of(*r);
+    return n;
+  }
 
  private:
   static std::size_t bytes_of(const Record& r) noexcept {

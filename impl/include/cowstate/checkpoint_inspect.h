@@ -46,8 +46,10 @@ struct CheckpointDamage {
 
 // One state's section in one block.
 struct CheckpointSectionReport {
-  std::uint32_t state = 0;    // index into the header's states
-  std::uint64_t entries = 0;  // as the section header says; all decoded unless undecoded
+  std::uint32_t state = 0;  // index into the header's states
+  // As the section header says; all decoded unless undecoded. In a delta block: its
+  // records (removals and puts).
+  std::uint64_t entries = 0;
 };
 
 // One block: what the index says and what its sections hold.

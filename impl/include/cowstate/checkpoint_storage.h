@@ -8,7 +8,8 @@
 //   chk-<id>.manifest   its manifest: the one thing that makes checkpoint <id> complete
 //   *.tmp               a file being written; never read, removed on open()
 // The manifest (format in docs/checkpoint-format.md) names the checkpoint id, the data
-// file's size and its XXH3-64, and has its own checksum.
+// file's size and its XXH3-64, for an incremental checkpoint its chain (the ids of its
+// parent, the parent's parent, ... back to a full checkpoint), and has its own checksum.
 //
 // Publishing (PendingCheckpoint::commit)
 // ---------------------------------------
@@ -16,11 +17,15 @@
 //   2. rename it to chk-<id>.cscp; fsync the directory
 //   3. write chk-<id>.manifest.tmp, fsync, close; rename to chk-<id>.manifest; fsync the
 //      directory: from here on the checkpoint is complete
-//   4. prune: for each complete checkpoint beyond the newest `retain`, and each damaged
-//      one older than every retained checkpoint, remove its manifest (so it is no longer
-//      complete); fsync the directory; then remove their data files
+//   4. prune: for each complete checkpoint beyond the newest `retain` that no retained
+//      checkpoint's chain names (nor the chain of one still being written), and each damaged
+//      one older than every retained checkpoint and named by no chain, remove its manifest (so it
+//      is no longer complete); fsync the directory; then remove their data files
 // A crash before the manifest's rename leaves at most a data file without a manifest (an
-// orphan), which is never taken for complete and is removed by the next open(). A crash in
+// orphan), which is never taken for complete and is removed by the next open(). Files
+// shared by several checkpoints (chain members) are counted through the manifests: a file
+// goes only once no retained manifest names it (C11), so no crash or prune can take a
+// member from a retained chain. A crash in
 // the middle of pruning leaves an older checkpoint complete or an orphan, both harmless:
 // the directory fsync between the manifests and the data files keeps a power loss from
 // bringing back a manifest whose data file is gone.
@@ -41,8 +46,9 @@
 // Finding checkpoints
 // -------------------
 // A checkpoint is complete when its manifest reads back valid (size, magic, checksum,
-// version, its own id) and its data file exists. A manifest under a final name that is not
-// valid, or whose data file is missing, makes the checkpoint damaged: the commit discipline
+// version, its own id), its data file exists and every member of its chain is complete. A
+// manifest under a final name that is not valid, whose data file is missing or whose chain
+// has a member that is not complete makes the checkpoint damaged: the commit discipline
 // never leaves one behind, so it means the medium or somebody else changed the directory.
 // scan() lists both, with the reason for each damaged one. latest() never passes over a
 // damaged checkpoint silently: by default a damaged checkpoint newer than the newest
@@ -50,7 +56,8 @@
 // latest() return the newest complete one instead (the caller asked for the rollback, and
 // scan() says what was skipped). read(id) returns the data file after checking its size and
 // XXH3 against the manifest, so a torn or bit-rotten file is an error naming it rather than
-// a restore of wrong data.
+// a restore of wrong data; read_chain(id) does so for each member of an incremental
+// checkpoint's chain.
 //
 // I/O layer
 // ---------
@@ -76,12 +83,16 @@
 //  C7  A checkpoint whose cancel was accepted is never published, and its temporary file
 //      is gone once its owner commits, aborts or destroys it; a cancel that finds the
 //      commit begun returns too_late.
+//  C11 Pruning removes no file of a checkpoint that a retained checkpoint's chain names; a
+//      checkpoint is complete only while every member of its chain is.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -128,6 +139,9 @@ struct CheckpointManifest {
   std::uint64_t id = 0;
   std::uint64_t size = 0;      // of the data file
   std::uint64_t checksum = 0;  // XXH3-64 of the whole data file
+  // An incremental checkpoint's ancestors, its parent first, back to a full checkpoint;
+  // empty for a full one (manifest version 1).
+  std::vector<std::uint64_t> chain;
 };
 
 class CheckpointStorage;
@@ -184,15 +198,18 @@ class PendingCheckpoint final : public CheckpointSink {
 
   // The owning thread only.
   std::unique_ptr<WritableFile> file_;
+  std::vector<std::uint64_t> chain_;  // its manifest's chain
   Checksum64Stream checksum_;
   std::uint64_t size_ = 0;
   bool finished_ = false;  // committed or aborted
   bool failed_ = false;    // an append failed: commit() is refused
+  bool holds_chain_ = false;  // its chain is held against pruning until it finishes
 };
 
 class CheckpointStorage {
  public:
-  // Bytes of one manifest file (docs/checkpoint-format.md).
+  // Bytes of the manifest of a full checkpoint (version 1), and of an incremental one's
+  // (version 2) with a chain of n members: kManifestSize + 4 + 8n (docs/checkpoint-format.md).
   static constexpr std::size_t kManifestSize = 40;
 
   // Opens (creating it if needed) the checkpoint directory `dir`, and removes temporaries
@@ -207,10 +224,11 @@ class CheckpointStorage {
       std::string dir, FileSystem& fs = posix_file_system());
 
   const std::string& dir() const noexcept { return dir_; }
-  // Starts checkpoint `id`. REQUIRES: id > 0. An error if `id` is not above every complete
-  // and every damaged checkpoint (ids only grow), the temporary file cannot be created, or
-  // the storage was opened read-only.
-  Result<std::unique_ptr<PendingCheckpoint>> begin(std::uint64_t id);
+  // Starts checkpoint `id`; an incremental one names its parent (the header's parent
+  // checkpoint id), whose chain it extends. REQUIRES: id > 0. An error if `id` is not above
+  // every complete and every damaged checkpoint (ids only grow), the parent is not complete,
+  // the temporary file cannot be created, or the storage was opened read-only.
+  Result<std::unique_ptr<PendingCheckpoint>> begin(std::uint64_t id, std::uint64_t parent = 0);
   // The complete and the damaged checkpoints.
   Result<CheckpointScan> scan();
   // Ids of the complete checkpoints, ascending.
@@ -220,6 +238,10 @@ class CheckpointStorage {
   Result<std::optional<std::uint64_t>> latest();
   // The data of complete checkpoint `id`, checked against its manifest.
   Result<std::vector<std::byte>> read(std::uint64_t id);
+  // The data of every member of checkpoint `id`'s chain (CheckpointManifest::chain, parent
+  // first), each checked against its own manifest: with read(id), what a restore of an
+  // incremental checkpoint needs (CheckpointInput::chain).
+  Result<std::vector<std::vector<std::byte>>> read_chain(std::uint64_t id);
   // Checkpoint `id`'s manifest, checked (size, magic, checksum, version, flags, its id).
   Result<CheckpointManifest> read_manifest(std::uint64_t id);
   // Paths of checkpoint `id`'s data file and manifest.
@@ -235,6 +257,11 @@ class CheckpointStorage {
   Status clean();
   Status publish(PendingCheckpoint& p);
   Status prune();
+  // The chains of the incremental checkpoints begun and not yet committed or aborted: pruning
+  // keeps their members too (C11), or a commit could take the parent of one being written.
+  void hold_chain(std::uint64_t id, const std::vector<std::uint64_t>& chain);
+  void release_chain(std::uint64_t id) noexcept;
+  std::vector<std::uint64_t> held_chain_members();
   using Manifest = CheckpointManifest;
 
   std::string dir_;
@@ -242,6 +269,9 @@ class CheckpointStorage {
   StorageOptions options_;
   bool read_only_ = false;
   AsyncBufferPool io_pool_;  // the data files' buffers, with io_thread
+  // Pending checkpoints begin, commit and abort on their own threads.
+  std::mutex held_mu_;
+  std::map<std::uint64_t, std::vector<std::uint64_t>> held_chains_;  // guarded by held_mu_
 };
 
 }  // namespace cowstate

@@ -201,7 +201,7 @@ struct CowStateMapAccess {
               m.retired_entries_.capacity() * sizeof(typename Map::RetiredEntry) +
               m.retired_states_.capacity() * sizeof(typename Map::RetiredState) +
               m.retired_segments_.capacity() * sizeof(typename Map::RetiredSegment) + live_heap +
-              retired_heap;
+              retired_heap + m.changes_.recount_bytes();
     if constexpr (!Map::kInline) c.bytes += m.boxes_.bytes_recounted();
     c.retired_bytes = m.retired_entries_.size() * sizeof(typename Map::Entry) +
                       m.retired_states_.size() * (Map::kInline ? 0 : sizeof(S)) + retired_segments +

@@ -871,7 +871,18 @@ class KeyedStateBackend {
   }
   // Checkpoint `checkpoint_id` was cancelled or failed: forgotten. The change tracking is
   // not reset: the next delta still reaches back to the last completed checkpoint.
-  void notify_checkpoint_aborted(std::uint64_t checkpoint_id) { pending_.erase(checkpoint_id); }
+  void notify_checkpoint_aborted(std::uint64_t checkpoint_id) {
+    auto it = pending_.find(checkpoint_id);
+    if (it == pending_.end()) return;
+    // Planted bug: the maps take the dead checkpoint's snapshots as their change base, as if
+    // it had completed, while the next delta is still of the last completed checkpoint.
+    if (COWSTATE_MUTANT(cancelled_checkpoint_resets_tracking)) {
+      for (const PendingMap& m : it->second.maps) {
+        tables_[m.table]->checkpoint_completed(m.key_group, m.changes);
+      }
+    }
+    pending_.erase(it);
+  }
   // The checkpoint the next snapshot() writes a delta of; 0 when it will be full.
   std::uint64_t next_parent_checkpoint() const noexcept {
     if (!incremental_ || last_completed_.id == 0) return 0;

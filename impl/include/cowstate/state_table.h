@@ -156,8 +156,9 @@ struct KeyGroupChanges {
 // A delta (write_delta() before the first write) writes instead the records that turn the
 // image of its map's last completed checkpoint into this one: a removal (record kind 0,
 // key, namespace) per tombstone, then a put (kind 1, key, namespace, state) per changed
-// entry, or a removal where full-snapshot TTL cleanup finds nothing of it live. size() is
-// then changes().bound, and the records are counted as entries.
+// entry, or a removal where full-snapshot TTL cleanup finds nothing of it live. write()
+// then consumes and emits records, records() of them at most (changes().bound); size()
+// stays the frozen view's entries.
 class KeyGroupStateSnapshot {
  public:
   virtual ~KeyGroupStateSnapshot() = default;
@@ -168,6 +169,8 @@ class KeyGroupStateSnapshot {
   }
   // Entries in the frozen view.
   virtual std::size_t size() const noexcept = 0;
+  // At most what write() emits in all: size(), or a delta's bound.
+  virtual std::size_t records() const noexcept { return size(); }
   // Consumes at most `max_entries` entries of the frozen view and appends those it keeps
   // to `out`; returns how many it consumed. Without full-snapshot TTL cleanup it keeps
   // every entry; with it, it leaves out the expired ones (judged by the clock as they are
@@ -503,7 +506,8 @@ class StateTable<KS, NS, SS, KH>::Snapshot final : public KeyGroupStateSnapshot 
     COWSTATE_ASSERT(snap_.valid(), "B2", "snapshotting into a released map snapshot");
     COWSTATE_ASSERT(ttl_ == nullptr || clock_ != nullptr, "L5", "TTL cleanup without a clock");
   }
-  std::size_t size() const noexcept override {
+  std::size_t size() const noexcept override { return snap_.size(); }
+  std::size_t records() const noexcept override {
     return as_delta_ ? snap_.change_bound() : snap_.size();
   }
   std::size_t emitted() const noexcept override { return emitted_; }
@@ -765,6 +769,8 @@ Status StateTable<KS, NS, SS, KH>::apply_delta(ByteReader& r, std::int32_t key_g
                                       " bytes left, found a count of " + std::to_string(count));
   }
   const KeyGroupAssigner key_group_of(max_parallelism());
+  const std::size_t heap_before =
+      maps_[i] != nullptr && !maps_[i]->empty() ? maps_[i]->memory_bytes() : 0;
   K key{};
   N ns{};
   for (std::uint64_t e = 0; e < count; ++e) {
@@ -801,7 +807,16 @@ Status StateTable<KS, NS, SS, KH>::apply_delta(ByteReader& r, std::int32_t key_g
       cold_put(key_group, key, ns, state);
     }
   }
-  return Status();
+  // The restore's memory limit (spill_tier.h, rule 6) counts what a delta adds to a heap map
+  // as it counts a decoded block: the key group that crosses it goes to the cold tier.
+  // Planted bug: the delta's records stay in the heap uncounted.
+  if (COWSTATE_MUTANT(delta_restore_outside_limit)) return Status();
+  SpillContext* ctx = spill_context();
+  if (maps_[i] == nullptr || ctx == nullptr || ctx->store == nullptr) return Status();
+  const std::size_t heap_after = maps_[i]->memory_bytes();
+  ctx->restore_heap_bytes += heap_after - std::min(heap_before, heap_after);
+  if (!ctx->restore_to_cold() || maps_[i]->empty()) return Status();
+  return spill(key_group);
 }
 
 }  // namespace cowstate

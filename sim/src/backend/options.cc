@@ -81,6 +81,7 @@ std::uint32_t* backend_field(BackendWorkloadOptions& o, std::string_view key) {
   for (const BackendField& f : kSpillFields) {
     if (key == f.name) return &(o.*f.member);
   }
+  if (key == "incremental") return &o.incremental;
   return nullptr;
 }
 }  // namespace
@@ -156,6 +157,12 @@ BackendWorkloadOptions BackendWorkloadOptions::swarm(std::uint64_t seed, std::ui
     o.cold_cache_percent = kCaches[spill.below(std::size(kCaches))];
     o.spill_percent = static_cast<std::uint32_t>(spill.below(11));
   }
+  // Incremental checkpoints on half of the seeds, from their own stream, chains of 2 to 5.
+  Prng inc(derive_seed(seed, 0x1c4e));
+  if (inc.chance(1, 2)) {
+    o.incremental = static_cast<std::uint32_t>(inc.between(2, 5));
+    o.write_fault_percent = 0;
+  }
   return o;
 }
 
@@ -177,6 +184,7 @@ std::string BackendWorkloadOptions::to_string() const {
       out += " " + std::string(f.name) + "=" + std::to_string(this->*f.member);
     }
   }
+  if (incremental != 0) out += " incremental=" + std::to_string(incremental);
   return out;
 }
 
@@ -201,14 +209,14 @@ std::optional<BackendWorkloadOptions> BackendWorkloadOptions::parse(std::string_
       o.key_group_last >= o.max_parallelism || o.ttl_update > 1 || o.ttl_visibility > 1 ||
       o.ttl_key_switch > 1 || o.ttl_full_snapshot > 1 ||
       (o.ttl_key_switch == 1 && o.ttl_cleanup == 0) || o.cold_cache_percent > 80 ||
-      o.spill_percent > 100 || o.spill_check > (1u << 30)) {
+      o.spill_percent > 100 || o.spill_check > (1u << 30) || o.incremental > 1000) {
     *error =
         "options out of range (keys, namespaces, ops_max, capacities, step_entries_max, "
         "live_checkpoints_max, fault_within, io_buffer_bytes, max_parallelism and a state "
         "weight must be >= 1; async_io 0 or 1; "
         "max_capacity <= 2^30; percentages <= 100; key_group_first <= key_group_last < "
         "max_parallelism <= 32768; TTL flags 0 or 1; ttl_key_switch=1 needs ttl_cleanup >= 1; "
-        "cold_cache_percent <= 80; spill_check <= 2^30)";
+        "cold_cache_percent <= 80; spill_check <= 2^30; incremental <= 1000)";
     return std::nullopt;
   }
   return o;

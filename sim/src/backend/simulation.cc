@@ -28,6 +28,12 @@
 // (injected error) or is cancelled must have released every map snapshot, must not be
 // complete in storage, and the newest complete checkpoint must still restore exactly.
 //
+// Incremental checkpoints (incremental=N): the backend writes deltas of its last completed
+// checkpoint (every N-th of a chain full); a commit that completes is reported to it, a
+// failure or cancel too (notify_checkpoint_aborted). Every restore reads the checkpoint's
+// chain through the storage's manifests (read_chain) and must still give the model's image;
+// pruning must keep every member of a retained chain (C11).
+//
 // Power loss (simulated disk only): SimulatedFileSystem::power_loss_after undoes every disk
 // operation after the crash point and decides what survives of those not yet durable; the
 // backend restarts from nothing but the disk: storage reopened, latest checkpoint restored
@@ -186,10 +192,12 @@ Value canonical(const std::map<std::int64_t, TtlValue<std::int64_t>>& m) {
 struct SimBackend {
   SimBackend(KeyGroupRange range, std::int32_t max_parallelism, MapOptions options, bool reversed,
              const TtlTimeProvider* clock = nullptr,
-             const std::optional<StateTtlConfig>& ttl = std::nullopt, SpillOptions spill = {})
+             const std::optional<StateTtlConfig>& ttl = std::nullopt, SpillOptions spill = {},
+             std::optional<IncrementalCheckpointOptions> incremental = std::nullopt)
       : backend(
             std::make_unique<Backend>(range, max_parallelism, options, clock, std::move(spill))) {
     Backend& b = *backend;
+    if (incremental) b.enable_incremental_checkpoints(*incremental);
     const StateOptions with_ttl{ttl};
     auto reg = [&](int which) {
       switch (which) {
@@ -244,12 +252,44 @@ struct SimBackend {
   AvgState* avg = nullptr;
 };
 
+// A complete checkpoint as a restore needs it: its data file and, for an incremental one,
+// every member of its chain (CheckpointStorage::read_chain), parent first. Not copyable:
+// `members` refers into `chain`.
+struct StoredCheckpoint {
+  StoredCheckpoint() = default;
+  StoredCheckpoint(const StoredCheckpoint&) = delete;
+  StoredCheckpoint& operator=(const StoredCheckpoint&) = delete;
+  StoredCheckpoint(StoredCheckpoint&&) = default;
+  StoredCheckpoint& operator=(StoredCheckpoint&&) = default;
+  CheckpointInput input(const std::string& name, std::uint64_t id) const {
+    return {name, data, id, members};
+  }
+  std::vector<std::byte> data;
+  std::vector<std::vector<std::byte>> chain;
+  std::vector<CheckpointInput> members;  // over `chain`, each with its expected id
+};
+
+// Reads the chain of complete checkpoint `id` of `storage` into `s` (nothing for a full one).
+Status read_chain_into(CheckpointStorage& storage, std::uint64_t id, StoredCheckpoint& s) {
+  Result<CheckpointManifest> m = storage.read_manifest(id);
+  if (!m.ok()) return m.status();
+  Result<std::vector<std::vector<std::byte>>> chain = storage.read_chain(id);
+  if (!chain.ok()) return chain.status();
+  s.chain = std::move(*chain);
+  s.members.clear();
+  for (std::size_t i = 0; i < s.chain.size(); ++i) {
+    s.members.push_back({"chain member " + std::to_string(m->chain[i]), s.chain[i], m->chain[i]});
+  }
+  return Status();
+}
+
 struct CheckpointRecord {
   std::string name;  // c1, c2, ... (the scenario's name)
   std::uint64_t id = 0;
   BackendImage image;                  // the model's image at the sync phase
   BackendImage expected;               // what it restores to: image, less full-snapshot TTL cleanup
   std::set<std::int64_t> write_times;  // TTL clock readings while its serializer wrote
+  std::uint64_t parent = 0;  // the checkpoint its delta and unchanged blocks change; 0: full
   std::unique_ptr<BackendSnapshot> snapshot;  // until the writer takes it
   std::unique_ptr<PendingCheckpoint> pending;
   std::unique_ptr<CheckpointWriter> writer;
@@ -364,6 +404,7 @@ class BackendSimulation final : public SimCore {
     o.budget_bytes = static_cast<std::uint32_t>(c.budget_bytes);
     o.spill_check = c.spill_check;
     o.cold_cache_percent = c.cold_cache_percent;
+    o.incremental = c.incremental;
     return scenario_options(*config.scenario, o);
   }
 
@@ -614,7 +655,20 @@ class BackendSimulation final : public SimCore {
            what + " failed with another error than the injected one: " + scrub(st.message()));
   }
   void check_previous_restores(const std::string& after);
-  void verify_round_trips(CheckpointRecord& rec, const std::vector<std::byte>& bytes);
+  void verify_round_trips(CheckpointRecord& rec, const StoredCheckpoint& stored);
+  // Complete checkpoint `id` as a restore needs it: its data and its chain (restore check
+  // when either does not read back; `who` names it).
+  StoredCheckpoint read_stored(CheckpointStorage& storage, std::uint64_t id,
+                               const std::string& who) {
+    StoredCheckpoint out;
+    auto bytes = storage.read(id);
+    expect(bytes.ok(), "restore", who + " does not read back: " + scrub(bytes.status().message()));
+    out.data = std::move(*bytes);
+    const Status chained = read_chain_into(storage, id, out);
+    expect(chained.ok(), "restore",
+           who + "'s chain does not read back: " + scrub(chained.message()));
+    return out;
+  }
 
   // --- restore and compare ---
   std::int32_t key_group_of(Key k) const {
@@ -634,10 +688,17 @@ class BackendSimulation final : public SimCore {
                                        KeyGroupRange range, bool reversed, const std::string& who,
                                        bool budget = false);
   std::vector<std::byte> checkpoint_in_memory(SimBackend& sb, std::uint64_t id);
-  // Restores `bytes` into `a` (and `b`), compares, and with merge_back restores the two
+  // Restores `stored` into `a` (and `b`), compares, and with merge_back restores the two
   // halves' own checkpoints into one backend over both.
-  void round_trip(const BackendImage& image, const std::vector<std::byte>& bytes,
+  void round_trip(const BackendImage& image, const StoredCheckpoint& stored,
                   const std::string& name, KeyGroupRange a, KeyGroupRange b, bool merge_back);
+  // What every backend of the run writes its checkpoints as.
+  std::optional<IncrementalCheckpointOptions> incremental_options() const {
+    if (opts_.incremental == 0) return std::nullopt;
+    // Generous shares, so that small states still write deltas and chains grow to N.
+    return IncrementalCheckpointOptions{
+        .max_delta_fraction = 1.0, .full_every = opts_.incremental, .max_chain_share = 4.0};
+  }
   std::string scrub(std::string message) const {
     for (std::size_t at; !dir_.empty() && (at = message.find(dir_)) != std::string::npos;) {
       message.replace(at, dir_.size(), "<dir>");
@@ -714,7 +775,7 @@ void BackendSimulation::start() {
   // After the checkpoint directory: a cold tier goes where COWSTATE_SIM_TMPDIR says too.
   try {
     primary_ = std::make_unique<SimBackend>(range_, max_parallelism_, map_options_, false, &clock_,
-                                            ttl_, spill_options(true));
+                                            ttl_, spill_options(true), incremental_options());
   } catch (const ColdStoreError& e) {
     throw ScenarioInvalid{0, std::string("the cold tier: ") + e.what()};
   }
@@ -1125,13 +1186,22 @@ void BackendSimulation::reconcile(const std::string& after) {
 // when each entry was written (L5). Exact when its serializer wrote at one time only;
 // otherwise every element expired at the first write time is left out, every element live
 // at the last one is kept, and the restored contents become what later restores expect.
+// An incremental checkpoint's unchanged entries were written by a member of its chain, at
+// any earlier time: cleanup drops what each block rewrites, so an element expired since
+// may be kept, never one live at the last write time.
 BackendImage BackendSimulation::full_snapshot_expected(const CheckpointRecord& rec,
                                                        const BackendImage& got) {
-  const std::int64_t lo = rec.write_times.empty() ? now() : *rec.write_times.begin();
+  const std::int64_t lo = rec.parent != 0           ? std::numeric_limits<std::int64_t>::min()
+                          : rec.write_times.empty() ? now()
+                                                    : *rec.write_times.begin();
   const std::int64_t hi = rec.write_times.empty() ? now() : *rec.write_times.rbegin();
   if (lo == hi) return filtered(rec.image, lo);
-  const std::string who = rec.name + " (written between times " + std::to_string(lo) + " and " +
-                          std::to_string(hi) + ") restored into its range";
+  const std::string who =
+      rec.name +
+      (rec.parent != 0
+           ? " (incremental, last written at time " + std::to_string(hi) + ")"
+           : " (written between times " + std::to_string(lo) + " and " + std::to_string(hi) + ")") +
+      " restored into its range";
   for (const auto& [name, image] : rec.image) {
     const Image& have = got.at(name);
     if (!is_ttl_state(name)) {
@@ -1187,6 +1257,8 @@ void BackendSimulation::start_checkpoint(const std::string& name) {
   checkpoints_.push_back(std::move(owned));
   ++result_.stats.snapshots;
   rec.snapshot = primary_->backend->snapshot(rec.id);
+  const std::uint64_t parent = rec.snapshot->header().parent_checkpoint_id;
+  rec.parent = parent;
   CheckpointView sync_phase;
   add_map_snapshots(sync_phase, *rec.snapshot);
   rec.taken = std::move(sync_phase.taken);
@@ -1196,7 +1268,10 @@ void BackendSimulation::start_checkpoint(const std::string& name) {
   std::size_t entries = 0;
   for (const auto& [state, image] : rec.image) entries += image.size();
   trace("writer checkpoint " + name + " id " + std::to_string(rec.id) + " entries " +
-        std::to_string(entries));
+        std::to_string(entries) +
+        (parent != 0 ? " delta of " + checkpoints_.at(parent - 1)->name + " (" +
+                           std::to_string(rec.snapshot->delta_key_groups()) + " key groups)"
+                     : ""));
   expect(rec.snapshot->entries() == entries, "C1",
          name + "'s sync phase snapshotted " + std::to_string(rec.snapshot->entries()) +
              " entries, the model holds " + std::to_string(entries));
@@ -1206,7 +1281,7 @@ void BackendSimulation::start_checkpoint(const std::string& name) {
         [this, &rec, task] { serializer_body(rec, *tasks_[task]); });
   const std::uint64_t before = fs_->operations();
   rec.began_op = before;
-  auto pending = storage_->begin(rec.id);
+  auto pending = storage_->begin(rec.id, parent);
   if (!pending.ok()) {
     expect_injected(before, name + ": begin", pending.status());
     finish_failed(rec, "begin: " + pending.status().message());
@@ -1374,6 +1449,7 @@ void BackendSimulation::finish_failed(CheckpointRecord& rec, const std::string& 
                std::to_string(snap->live_key_groups()) + " key groups");
   }
   rec.snapshot.reset();  // never handed to a writer (begin failed): release it
+  primary_->backend->notify_checkpoint_aborted(rec.id);
   model_.backend().release_checkpoint(rec.id);
   auto complete = storage_->complete_checkpoints();
   expect(complete.ok(), "storage",
@@ -1456,10 +1532,9 @@ void BackendSimulation::finish_complete(CheckpointRecord& rec) {
     expect_damage_reported(rec, *storage_, *fs_);
     return;
   }
-  auto bytes = storage_->read(rec.id);
-  expect(bytes.ok(), "restore",
-         rec.name + " does not read back: " + scrub(bytes.status().message()));
-  verify_round_trips(rec, *bytes);
+  primary_->backend->notify_checkpoint_complete(rec.id, rec.bytes);
+  const StoredCheckpoint stored = read_stored(*storage_, rec.id, rec.name);
+  verify_round_trips(rec, stored);
   ++result_.stats.snapshots_checked;
 }
 
@@ -1499,18 +1574,15 @@ void BackendSimulation::check_previous_restores(const std::string& after) {
     expect_damage_reported(prev, *storage_, *fs_);
     return;
   }
-  auto bytes = storage_->read(prev.id);
-  expect(bytes.ok(), "restore",
-         prev.name + " does not read back " + after + ": " + scrub(bytes.status().message()));
-  const CheckpointInput in{prev.name, *bytes, prev.id};
+  const StoredCheckpoint stored = read_stored(*storage_, prev.id, prev.name + " " + after);
+  const CheckpointInput in = stored.input(prev.name, prev.id);
   yields_enabled_ = false;
   const auto r = restored({in}, range_, false, prev.name + " restored " + after);
   compare(prev.expected, contents(*r, prev.name), "restore", prev.name + " restored " + after);
   yields_enabled_ = true;
 }
 
-void BackendSimulation::verify_round_trips(CheckpointRecord& rec,
-                                           const std::vector<std::byte>& bytes) {
+void BackendSimulation::verify_round_trips(CheckpointRecord& rec, const StoredCheckpoint& stored) {
   KeyGroupRange a = range_, b;
   if (range_.size() >= 2) {
     const std::int32_t mid = range_.start() + range_.size() / 2 - 1;
@@ -1518,19 +1590,19 @@ void BackendSimulation::verify_round_trips(CheckpointRecord& rec,
     b = KeyGroupRange(mid + 1, range_.end());
   }
   yields_enabled_ = false;
-  const CheckpointInput in{rec.name, bytes, rec.id};
+  const CheckpointInput in = stored.input(rec.name, rec.id);
   const auto same = restored({in}, range_, false, rec.name + " restored into its own range", true);
   const BackendImage got = contents(*same, rec.name);
   if (ttl_ && ttl_->full_snapshot_cleanup) rec.expected = full_snapshot_expected(rec, got);
   compare(rec.expected, got, "restore", rec.name + " restored into its range");
-  round_trip(rec.expected, bytes, rec.name, a, b, !b.empty());
+  round_trip(rec.expected, stored, rec.name, a, b, !b.empty());
   yields_enabled_ = true;
 }
 
-void BackendSimulation::round_trip(const BackendImage& image, const std::vector<std::byte>& bytes,
+void BackendSimulation::round_trip(const BackendImage& image, const StoredCheckpoint& stored,
                                    const std::string& name, KeyGroupRange a, KeyGroupRange b,
                                    bool merge_back) {
-  const CheckpointInput in{name, bytes};
+  const CheckpointInput in = stored.input(name, 0);
   const std::string into_a = name + " restored into " + a.to_string();
   const auto ra = restored({in}, a, true, into_a);
   compare(restricted(image, a), contents(*ra, into_a), "restore", into_a);
@@ -1567,7 +1639,8 @@ std::unique_ptr<SimBackend> BackendSimulation::restored(const std::vector<Checkp
                                                         const std::string& who, bool budget) {
   budget = budget && budgeted();
   auto sb = std::make_unique<SimBackend>(range, max_parallelism_, map_options_, reversed, &clock_,
-                                         ttl_, budget ? spill_options(true) : SpillOptions{});
+                                         ttl_, budget ? spill_options(true) : SpillOptions{},
+                                         incremental_options());
   const Status st = sb->backend->restore(inputs);
   expect(st.ok(), "restore", who + ": " + st.message());
   std::string why;
@@ -1774,15 +1847,13 @@ void BackendSimulation::scripted_restore(const Action& a) {
     COWSTATE_ASSERT(r.empty() || r.last < max_parallelism_, "REQUIRES",
                     "the parser refuses key groups beyond max parallelism");
   }
-  auto bytes = storage_->read(rec->id);
-  expect(bytes.ok(), "restore",
-         rec->name + " does not read back: " + scrub(bytes.status().message()));
+  const StoredCheckpoint stored = read_stored(*storage_, rec->id, rec->name);
   const KeyGroupRange ra(a.extras.get().into.first, a.extras.get().into.last);
   const KeyGroupRange rb = a.extras.get().also.empty()
                                ? KeyGroupRange()
                                : KeyGroupRange(a.extras.get().also.first, a.extras.get().also.last);
   yields_enabled_ = false;
-  round_trip(rec->expected, *bytes, rec->name, ra, rb, a.extras.get().merge_back);
+  round_trip(rec->expected, stored, rec->name, ra, rb, a.extras.get().merge_back);
   yields_enabled_ = true;
 }
 
@@ -1960,8 +2031,9 @@ BackendSimulation::Recovered BackendSimulation::recover(FileSystem& fs, const Ac
              " had committed by disk operation " + std::to_string(floor ? floor->committed_op : 0));
   if (narrate) trace("restart: latest checkpoint " + got_name);
   if (out.id == 0) {
-    out.backend = std::make_unique<SimBackend>(range_, max_parallelism_, map_options_, false,
-                                               &clock_, ttl_, spill_options(true));
+    out.backend =
+        std::make_unique<SimBackend>(range_, max_parallelism_, map_options_, false, &clock_, ttl_,
+                                     spill_options(true), incremental_options());
     return out;
   }
   const CheckpointRecord& rec = *checkpoints_.at(out.id - 1);
@@ -1973,7 +2045,12 @@ BackendSimulation::Recovered BackendSimulation::recover(FileSystem& fs, const Ac
            rec.name + " does not read back " + after + ": " + scrub(read.status().message()));
     bytes = std::move(*read);
   }
-  out.backend = restored({CheckpointInput{rec.name, *bytes, rec.id}}, range_, false,
+  StoredCheckpoint stored;
+  stored.data = std::move(*bytes);
+  const Status chained = read_chain_into(*out.storage, out.id, stored);
+  expect(chained.ok(), "C8",
+         rec.name + "'s chain does not read back " + after + ": " + scrub(chained.message()));
+  out.backend = restored({stored.input(rec.name, rec.id)}, range_, false,
                          rec.name + " restored " + after, true);
   out.image = contents(*out.backend, rec.name + " restored " + after);
   const bool settled = rec.committed || !(ttl_ && ttl_->full_snapshot_cleanup);
@@ -2394,7 +2471,13 @@ void BackendSimulation::check_expectation(const Expectation& e) {
     fail(e.target + " does not read back: " + scrub(bytes.status().message()),
          Difference::of("unreadable"));
   }
-  const CheckpointInput in{rec->name, *bytes, rec->id};
+  StoredCheckpoint stored;
+  stored.data = std::move(*bytes);
+  if (const Status chained = read_chain_into(*storage_, rec->id, stored); !chained.ok()) {
+    fail(e.target + "'s chain does not read back: " + scrub(chained.message()),
+         Difference::of("unreadable"));
+  }
+  const CheckpointInput in = stored.input(rec->name, rec->id);
   const auto sb = restored({in}, range, false, where);
   const Image got = contents(*sb, where).at(e.state);
   if (got != want) {

@@ -58,6 +58,7 @@ class BackendWorkload final : public WorkloadWithOptions<BackendWorkloadOptions>
     config->async_io = b.async_io == 1;
     if (config->async_io) config->io_buffer_bytes = b.io_buffer_bytes;
     config->budget_bytes = b.budget_bytes;
+    config->incremental = b.incremental;
     if (b.budget_bytes != 0) {
       config->spill_check = b.spill_check;
       config->cold_cache_percent = b.cold_cache_percent;

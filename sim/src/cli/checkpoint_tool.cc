@@ -66,6 +66,7 @@ nlohmann::json block_json(const CheckpointBlockReport& b) {
           {"raw", b.info.raw},
           {"compression", compression_name(b.info.compression)},
           {"checksum", detail::hex64(b.info.checksum)},
+          {"kind", block_kind_name(b.info.kind)},
           {"sections", sections}};
 }
 
@@ -85,7 +86,9 @@ nlohmann::json file_json(const CheckpointFileReport& f) {
   for (std::size_t i = 0; i < l.header.states.size(); ++i) {
     states.push_back(state_json(l.header.states[i], l.state_offsets[i]));
   }
-  j["header"] = {{"checkpoint_id", l.header.checkpoint_id},
+  j["header"] = {{"format_version", l.version},
+                 {"checkpoint_id", l.header.checkpoint_id},
+                 {"parent_checkpoint_id", l.header.parent_checkpoint_id},
                  {"max_parallelism", l.header.max_parallelism},
                  {"key_groups", {l.header.range.start(), l.header.range.end()}},
                  {"key_serializer", l.header.key_serializer},
@@ -106,7 +109,8 @@ nlohmann::json directory_json(const CheckpointDirectoryReport& d) {
     if (!c.complete) j["reason"] = c.reason;
     if (c.manifest) {
       j["manifest"] = {{"data_size", c.manifest->size},
-                       {"data_checksum", detail::hex64(c.manifest->checksum)}};
+                       {"data_checksum", detail::hex64(c.manifest->checksum)},
+                       {"chain", c.manifest->chain}};
     }
     if (c.file) j["data"] = file_json(*c.file);
     j["damage"] = damage_json(c.damage);
@@ -151,6 +155,9 @@ void print_blocks(const std::string& indent, const CheckpointFileReport& f) {
       entries += (entries.empty() ? "" : ", ") + f.layout->header.states[s.state].name + " " +
                  std::to_string(s.entries);
     }
+    if (b.info.kind != BlockKind::full) {  // a delta's records, or nothing stored
+      entries = std::string(block_kind_name(b.info.kind)) + (entries.empty() ? "" : ": " + entries);
+    }
     std::printf("%s  %9d %10llu %8llu %8llu %-5s %-18s %s\n", indent.c_str(), b.info.key_group,
                 static_cast<unsigned long long>(b.info.offset),
                 static_cast<unsigned long long>(b.info.stored),
@@ -169,6 +176,11 @@ void print_file(const std::string& indent, const CheckpointFileReport& f) {
         indent.c_str(), static_cast<unsigned long long>(h.checkpoint_id), h.max_parallelism,
         h.range.start(), h.range.end(), serializer_text(h.key_serializer).c_str(),
         static_cast<unsigned long long>(f.layout->header_size));
+    if (h.parent_checkpoint_id != 0) {
+      std::printf("%s  incremental (format %u): a delta of checkpoint %llu\n", indent.c_str(),
+                  static_cast<unsigned>(f.layout->version),
+                  static_cast<unsigned long long>(h.parent_checkpoint_id));
+    }
     print_states(indent + "  ", *f.layout);
     print_blocks(indent + "  ", f);
     for (std::uint32_t s : f.undecoded) {
@@ -200,6 +212,13 @@ void print_directory(const CheckpointDirectoryReport& d, bool verbose) {
       std::printf("  manifest: data file of %llu bytes, XXH3-64 %s\n",
                   static_cast<unsigned long long>(c.manifest->size),
                   detail::hex64(c.manifest->checksum).c_str());
+      if (!c.manifest->chain.empty()) {
+        std::string chain;
+        for (const std::uint64_t m : c.manifest->chain) {
+          chain += (chain.empty() ? "" : ", ") + std::to_string(m);
+        }
+        std::printf("  chain: %s (parent first)\n", chain.c_str());
+      }
     }
     if (c.file && (verbose || c.file->damage)) print_file("  ", *c.file);
     if (c.damage && (!c.file || !c.file->damage)) print_damage("  ", *c.damage);

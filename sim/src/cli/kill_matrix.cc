@@ -274,20 +274,20 @@ void print_row(const sim::PlantedBug& info, const Row& row, bool json) {
     return;
   }
   std::printf(
-      "%-33s %-6s %8.3f %6s  %-18s %6zu %5zu %6.2f  %s\n", info.name(), row.kill ? "yes" : "NO",
+      "%-36s %-6s %8.3f %6s  %-18s %6zu %5zu %6.2f  %s\n", info.name(), row.kill ? "yes" : "NO",
       row.seconds, row.kill ? std::to_string(row.kill->spec.seed).c_str() : "-",
       row.kill ? (row.kill->result.check + " (" + sim::outcome_name(row.kill->result.outcome) + ")")
                      .c_str()
                : "-",
       row.shrunk_steps, row.hand_steps, ratio, row.negative.c_str());
   if (row.shrink_runs > 0) {
-    std::printf("%-33s shrink: %llu runs in %.1f s, %s\n", "",
+    std::printf("%-36s shrink: %llu runs in %.1f s, %s\n", "",
                 static_cast<unsigned long long>(row.shrink_runs), row.shrink_seconds,
                 row.shrink_cut_by.empty() ? "to a fixed point"
                                           : ("cut short by " + row.shrink_cut_by).c_str());
   }
   if (row.suites) {
-    std::printf("%-33s ctest: %s %.1f s%s%s\n", "", row.suites->killed ? "killed" : "not killed",
+    std::printf("%-36s ctest: %s %.1f s%s%s\n", "", row.suites->killed ? "killed" : "not killed",
                 row.suites->seconds, row.suites->by.empty() ? "" : " by ", row.suites->by.c_str());
   }
 }
@@ -361,7 +361,7 @@ int run_kill_matrix(const KillMatrixOptions& o) {
   std::size_t killed = 0, suite_kills = 0;
   std::vector<double> kill_times;
   if (!o.json) {
-    std::printf("%-33s %-6s %8s %6s  %-18s %6s %5s %6s  %s\n", "mutant", "killed", "time (s)",
+    std::printf("%-36s %-6s %8s %6s  %-18s %6s %5s %6s  %s\n", "mutant", "killed", "time (s)",
                 "seed", "caught by", "shrunk", "hand", "ratio", "negative scenario");
   }
   std::size_t total = 0;

@@ -261,7 +261,7 @@ class Parser {
              "strategy, "
              "pct_depth, workload, max_parallelism, key_groups, ttl, ttl_update, "
              "ttl_visibility, ttl_cleanup, ttl_key_switch, ttl_full_snapshot, async_io, io_buffer, "
-             "budget, spill_check, cold_cache)");
+             "budget, spill_check, cold_cache, incremental)");
       }
     }
     check_config(c);
@@ -344,6 +344,9 @@ class Parser {
     } else if (key == "spill_check") {
       c.spill_check = static_cast<std::uint32_t>(
           in_.bounded("key switches between two checks of the manager (0: never)", 0, 1u << 30));
+    } else if (key == "incremental") {
+      c.incremental = static_cast<std::uint32_t>(
+          in_.bounded("every how many checkpoints a chain has a full one (0: none)", 0, 1000));
     } else if (key == "cold_cache") {
       c.cold_cache_percent =
           static_cast<std::uint32_t>(in_.bounded("the cold cache's percent of the budget", 0, 80));
@@ -366,6 +369,10 @@ class Parser {
     if (c.track_changes && language_.keyed_states) {
       fail(in_.first(), "changes=tracked in a map scenario",
            "changes=tracked in a " + c.workload.str() + " scenario");
+    }
+    if (c.incremental != 0 && !language_.storage_faults) {
+      fail(in_.first(), "incremental in a workload with checkpoint storage",
+           "incremental in a " + c.workload.str() + " scenario");
     }
     if (c.budget_bytes != 0 && !language_.storage_faults) {
       fail(in_.first(), "budget in a workload of keyed state",

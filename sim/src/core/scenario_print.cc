@@ -46,6 +46,7 @@ std::string config_text(const ScenarioConfig& c) {
   if (c.cold_cache_percent != d.cold_cache_percent) {
     add("cold_cache=" + std::to_string(c.cold_cache_percent));
   }
+  if (c.incremental != d.incremental) add("incremental=" + std::to_string(c.incremental));
   return out.empty() ? "" : "config" + out;
 }
 

@@ -184,7 +184,8 @@ std::uint64_t cost(const Scenario& s) {
       (c.ttl_key_switch ? 1U : 0U) + (c.ttl_full_snapshot ? 1U : 0U) + (c.async_io ? 1U : 0U) +
       (c.io_buffer_bytes != plain.io_buffer_bytes ? 1U : 0U) + (c.budget_bytes != 0 ? 1U : 0U) +
       (c.spill_check != plain.spill_check ? 1U : 0U) +
-      (c.cold_cache_percent != plain.cold_cache_percent ? 1U : 0U);
+      (c.cold_cache_percent != plain.cold_cache_percent ? 1U : 0U) +
+      (c.incremental != plain.incremental ? 1U : 0U);
   const std::uint64_t config = std::bit_width(c.max_capacity) + std::bit_width(c.initial_capacity) +
                                std::bit_width(c.min_capacity) + (c.identity_hash ? 1U : 0U) +
                                (c.track_changes ? 1U : 0U) +
@@ -525,6 +526,7 @@ class Shrinker {
     // files or a memory budget says so (a candidate whose steps need the feature is invalid).
     const ScenarioConfig plain;
     attempt([&plain](ScenarioConfig& c) { c.budget_bytes = plain.budget_bytes; });
+    attempt([&plain](ScenarioConfig& c) { c.incremental = plain.incremental; });
     attempt([&plain](ScenarioConfig& c) {
       c.spill_check = plain.spill_check;
       c.cold_cache_percent = plain.cold_cache_percent;

@@ -109,6 +109,16 @@ inline constexpr PlantedBug kPlantedBugs[] = {
      "a removal leaves no tombstone in the change log"},
     {mutants::Mutant::delta_after_snapshot, "map", false,
      "a delta reads its captured slots in the live map, not in the snapshot"},
+    {mutants::Mutant::chain_applied_out_of_order, "backend", false,
+     "a chain's deltas are applied newest first"},
+    {mutants::Mutant::cancelled_checkpoint_resets_tracking, "backend", false,
+     "a cancelled or failed checkpoint moves its maps' change base as a completed one would"},
+    {mutants::Mutant::prune_drops_chain_member, "backend", false,
+     "pruning counts no chain: a retained incremental checkpoint loses an ancestor"},
+    {mutants::Mutant::delta_restore_outside_limit, "backend", false,
+     "a restore under a budget counts none of a delta's records against its memory limit"},
+    {mutants::Mutant::prune_ignores_pending_chain, "backend", false,
+     "pruning counts the chains of complete checkpoints only, not of one being written"},
 };
 constexpr bool in_enum_order() noexcept {
   for (std::size_t i = 0; i < std::size(kPlantedBugs); ++i) {

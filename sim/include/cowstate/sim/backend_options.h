@@ -62,6 +62,11 @@ struct BackendWorkloadOptions {
   std::uint32_t spill_check = 1;
   std::uint32_t cold_cache_percent = 25;
   std::uint32_t spill_percent = 0;
+  // Incremental checkpoints (ScenarioConfig has the same setting): 0 = none; N = the backend
+  // writes deltas of its last completed checkpoint, every N-th checkpoint of a chain full.
+  // Chains are read back through the storage's manifests for every restore. Runs drawn with
+  // them have no write faults (a damaged member would make every later delta unreadable).
+  std::uint32_t incremental = 0;
 
   // A per-seed mix; ops_max and deep_check_every are left as given.
   static BackendWorkloadOptions swarm(std::uint64_t seed, std::uint32_t ops_max,

@@ -485,6 +485,9 @@ struct ScenarioConfig {
   std::uint64_t budget_bytes = 0;
   std::uint32_t spill_check = 1;
   std::uint32_t cold_cache_percent = 25;
+  // incremental=N: the backend writes incremental checkpoints, every N-th of a chain full
+  // (IncrementalCheckpointOptions::full_every); 0: full checkpoints only.
+  std::uint32_t incremental = 0;
   bool operator==(const ScenarioConfig&) const = default;
 };
 
