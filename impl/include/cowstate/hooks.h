@@ -192,6 +192,13 @@ inline bool keeps_map_memory_rules() noexcept {
     case Mutant::load_loses_ttl_timestamps:
     case Mutant::spill_hottest_first:
     case Mutant::load_skips_distinct_check:
+    case Mutant::handout_not_logged:
+    case Mutant::tombstone_dropped:
+    case Mutant::chain_applied_out_of_order:
+    case Mutant::cancelled_checkpoint_resets_tracking:
+    case Mutant::prune_drops_chain_member:
+    case Mutant::delta_restore_outside_limit:
+    case Mutant::prune_ignores_pending_chain:
       return true;
     default:
       return false;
