@@ -531,12 +531,6 @@ class Shrinker {
       c.spill_check = plain.spill_check;
       c.cold_cache_percent = plain.cold_cache_percent;
     });
-    // The manager checking after fewer operations needs fewer steps before it.
-    for (std::uint32_t every = 1; every < best_.config.spill_check; every *= 2) {
-      const std::uint32_t before = best_.config.spill_check;
-      attempt([every](ScenarioConfig& c) { c.spill_check = every; });
-      if (best_.config.spill_check != before) break;
-    }
     attempt([&plain](ScenarioConfig& c) {
       c.async_io = plain.async_io;
       c.io_buffer_bytes = plain.io_buffer_bytes;
