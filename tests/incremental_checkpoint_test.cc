@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend_fixture.h"
@@ -380,15 +382,22 @@ TEST_CASE("an incomplete, misordered or damaged chain is an error and restores n
   }
 }
 
-TEST_CASE("storage keeps every member of a retained chain, reads chains, and reports broken ones",
-          "[incremental][storage]") {
-  TempDir tmp;
+// A storage directory in `tmp` keeping the newest `retain` complete checkpoints, appending
+// on the caller's thread.
+std::unique_ptr<cowstate::CheckpointStorage> open_storage(const TempDir& tmp, std::size_t retain) {
   cowstate::StorageOptions so;
-  so.retain = 2;
+  so.retain = retain;
   so.io_thread = false;
   auto opened = cowstate::CheckpointStorage::open(tmp.path(), cowstate::posix_file_system(), so);
   REQUIRE(opened.ok());
-  cowstate::CheckpointStorage& storage = **opened;
+  return std::move(*opened);
+}
+
+TEST_CASE("storage keeps every member of a retained chain, reads chains, and reports broken ones",
+          "[incremental][storage]") {
+  TempDir tmp;
+  const auto opened = open_storage(tmp, 2);
+  cowstate::CheckpointStorage& storage = *opened;
   Incremental f(KeyGroupRange::all(kMaxPar), {.full_every = 3});
   populate(*f.backend, f.states, 1000, 10);
   std::vector<std::uint64_t> parents;
@@ -473,12 +482,8 @@ TEST_CASE("inspect decodes a delta's records and reads nothing of an unchanged b
 TEST_CASE("a checkpoint being written holds its chain against pruning until it finishes",
           "[incremental][storage]") {
   TempDir tmp;
-  cowstate::StorageOptions so;
-  so.retain = 1;
-  so.io_thread = false;
-  auto opened = cowstate::CheckpointStorage::open(tmp.path(), cowstate::posix_file_system(), so);
-  REQUIRE(opened.ok());
-  cowstate::CheckpointStorage& storage = **opened;
+  const auto opened = open_storage(tmp, 1);
+  cowstate::CheckpointStorage& storage = *opened;
   const std::vector<std::byte> data(64, std::byte{7});  // storage never decodes the data
   auto commit = [&](std::unique_ptr<cowstate::PendingCheckpoint> p) {
     REQUIRE(p->append(data).ok());
