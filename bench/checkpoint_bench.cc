@@ -349,7 +349,7 @@ int main(int argc, char** argv) {
   std::uint64_t n = 1000000;
   int reps = 5;
   std::string dir = "/dev/shm";
-  std::string only;  // "": both value types
+  std::string only;  // "": both value types and the incremental table and the incremental table
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--entries" && i + 1 < argc) {
@@ -362,14 +362,16 @@ int main(int argc, char** argv) {
       g_wall = true;
     } else if (a == "--only" && i + 1 < argc) {
       only = argv[++i];
-      if (only != "int64" && only != "string") die("--only takes int64 or string");
+      if (only != "int64" && only != "string" && only != "incremental") {
+        die("--only takes int64, string or incremental");
+      }
     } else if (a == "--quick") {
       n = 100000;
       reps = 1;
     } else {
       std::fprintf(stderr,
                    "usage: cowstate_checkpoint_bench [--entries N] [--reps N] [--dir DIR] "
-                   "[--only int64|string] [--wall] [--quick]\n");
+                   "[--only int64|string|incremental] [--wall] [--quick]\n");
       return 2;
     }
   }
@@ -389,6 +391,8 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   for (auto c :
        {cowstate::Compression::none, cowstate::Compression::lz4, cowstate::Compression::zstd}) {
+    if (only == "incremental") break;
+    if (only == "incremental") break;
     if (only != "string") {
       rows.push_back(run_case<cowstate::Int64Serializer>(
           "u64 -> int64", n, c, dir, reps,
