@@ -137,14 +137,9 @@ Status read_entry(ByteReader& r, const CheckpointHeader& h, const StateMetaInfo&
 // namespace, and the state of a put.
 Status read_delta_record(ByteReader& r, const CheckpointHeader& h, const StateMetaInfo& m,
                          std::int32_t key_group) {
-  const std::size_t at = r.offset();
-  std::uint8_t kind = 0;
-  if (Status st = r.read_u8(kind, "delta record kind"); !st.ok()) return st;
-  if (kind > 1) {
-    return r.error_at(
-        at, "expected a delta record kind 0 (remove) or 1 (put), found " + std::to_string(kind));
-  }
-  if (kind == 1) return read_entry(r, h, m, key_group);
+  DeltaRecordKind kind{};
+  if (Status st = read_delta_record_kind(r, kind); !st.ok()) return st;
+  if (kind == DeltaRecordKind::put) return read_entry(r, h, m, key_group);
   if (Status st = read_key(r, h.key_serializer, h.max_parallelism, key_group); !st.ok()) return st;
   return read_scalar(r, m.namespace_serializer);
 }

@@ -100,6 +100,24 @@ template <class KS, class K, class NS, class N, class SS, class S>
 concept DirectRecord =
     DirectSerializer<KS, K> && DirectSerializer<NS, N> && DirectSerializer<SS, S>;
 
+// The first byte of a delta record (docs/checkpoint-format.md): a removal of the key and
+// namespace that follow, or a put whose state follows them. Stored in checkpoints: never
+// renumber.
+enum class DeltaRecordKind : std::uint8_t { remove = 0, put = 1 };
+
+// Reads a delta record's kind; an error at its offset when the byte is neither kind.
+inline Status read_delta_record_kind(ByteReader& r, DeltaRecordKind& kind) {
+  const std::size_t at = r.offset();
+  std::uint8_t byte = 0;
+  if (Status st = r.read_u8(byte, "delta record kind"); !st.ok()) return st;
+  if (byte > static_cast<std::uint8_t>(DeltaRecordKind::put)) {
+    return r.error_at(
+        at, "expected a delta record kind 0 (remove) or 1 (put), found " + std::to_string(byte));
+  }
+  kind = static_cast<DeltaRecordKind>(byte);
+  return Status();
+}
+
 // Fewest bytes a value of serializer S takes: S::min_size if declared, else S::fixed_size.
 template <class S>
 constexpr std::size_t serializer_min_size() noexcept {

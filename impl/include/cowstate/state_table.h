@@ -610,7 +610,10 @@ class StateTable<KS, NS, SS, KH>::Snapshot final : public KeyGroupStateSnapshot 
   struct DeltaRecord {
     const K* key;
     const N* ns;
-    const S* state;
+    const S* state;  // null for a removal
+    DeltaRecordKind kind() const noexcept {
+      return state != nullptr ? DeltaRecordKind::put : DeltaRecordKind::remove;
+    }
   };
 
   // The records of the delta, gathered on first use (on the writing thread), then written
@@ -629,12 +632,12 @@ class StateTable<KS, NS, SS, KH>::Snapshot final : public KeyGroupStateSnapshot 
     for (; n < max_entries && delta_at_ < delta_.size(); ++n, ++delta_at_) {
       const DeltaRecord& d = delta_[delta_at_];
       const std::size_t at = out.size();
-      out.put_u8(d.state != nullptr ? 1 : 0);
+      out.put_u8(static_cast<std::uint8_t>(d.kind()));
       KS::write(out, *d.key);
       NS::write(out, *d.ns);
       if (d.state != nullptr && !write_live_state(out, *d.state)) {
         out.truncate(at);  // nothing of it is live: the base's copy must go
-        out.put_u8(0);
+        out.put_u8(static_cast<std::uint8_t>(DeltaRecordKind::remove));
         KS::write(out, *d.key);
         NS::write(out, *d.ns);
       }
@@ -775,12 +778,8 @@ Status StateTable<KS, NS, SS, KH>::apply_delta(ByteReader& r, std::int32_t key_g
   N ns{};
   for (std::uint64_t e = 0; e < count; ++e) {
     const std::size_t at = r.offset();
-    std::uint8_t kind = 0;
-    if (Status st = r.read_u8(kind, "delta record kind"); !st.ok()) return st;
-    if (kind > 1) {
-      return r.error_at(
-          at, "expected a delta record kind 0 (remove) or 1 (put), found " + std::to_string(kind));
-    }
+    DeltaRecordKind kind{};
+    if (Status st = read_delta_record_kind(r, kind); !st.ok()) return st;
     if (Status st = KS::read(r, key); !st.ok()) return st;
     if (Status st = NS::read(r, ns); !st.ok()) return st;
     const std::int32_t g = key_group_of(KH{}(key));
@@ -791,7 +790,7 @@ Status StateTable<KS, NS, SS, KH>::apply_delta(ByteReader& r, std::int32_t key_g
                                     ": written with another key hash or max parallelism, or "
                                     "corrupt");
     }
-    if (kind == 0) {
+    if (kind == DeltaRecordKind::remove) {
       if (maps_[i] != nullptr) {
         maps_[i]->remove(key, ns);
       } else {
