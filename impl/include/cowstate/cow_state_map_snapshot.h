@@ -302,7 +302,17 @@ class CowStateMapSnapshot {
     // The captured slots as a bitmap, and'ed with the snapshot's own bitmap word by word:
     // only the snapshot's slots are read (any other may be the writer's, I3), each once,
     // in ascending order, at the cost of a pass over the bitmap rather than a sort.
-    const std::size_t words = live_.size();
+    // The bitmap spans the words up to the highest captured slot only: the snapshot's own
+    // bitmap is sized in whole segments, mostly beyond the pool's slots.
+    std::size_t words = 0;
+    std::size_t captured = 0;
+    for (const auto& r : changes_.records) {
+      for (const std::uint32_t slot : r->slots) {
+        words = std::max<std::size_t>(words, (slot >> 6) + 1);
+      }
+      captured += r->slots.size();
+    }
+    words = std::min(words, live_.size());
     std::vector<std::uint64_t> marked(words, 0);
     for (const auto& r : changes_.records) {
       for (const std::uint32_t slot : r->slots) {
@@ -310,6 +320,7 @@ class CowStateMapSnapshot {
       }
     }
     std::vector<std::uint32_t> slots;
+    slots.reserve(captured);
     for (std::size_t w = 0; w < words; ++w) {
       if (marked[w] == 0) continue;
       std::uint64_t live = live_[w];
@@ -324,7 +335,7 @@ class CowStateMapSnapshot {
       }
     }
     // The entries lie scattered over the pool: each is fetched a few visits ahead.
-    constexpr std::size_t kAhead = 8;
+    constexpr std::size_t kAhead = 24;
     for (std::size_t i = 0; i < slots.size(); ++i) {
       if (i + kAhead < slots.size()) __builtin_prefetch(&map_->at(slots[i + kAhead]));
       const auto& e = map_->at(slots[i]);

@@ -620,6 +620,7 @@ class StateTable<KS, NS, SS, KH>::Snapshot final : public KeyGroupStateSnapshot 
   // at most `max_entries` a step.
   std::size_t write_delta_records(ByteWriter& out, std::size_t max_entries) {
     if (!started_) {
+      delta_.reserve(snap_.change_bound());
       snap_.for_each_tombstone([&](const K& k, const N& n) {
         delta_.push_back({&k, &n, nullptr});
       });
@@ -629,6 +630,23 @@ class StateTable<KS, NS, SS, KH>::Snapshot final : public KeyGroupStateSnapshot 
       started_ = true;
     }
     std::size_t n = 0;
+    if constexpr (kDirect) {  // fixed-size records stored straight into room made once
+      if (ttl_ == nullptr) {
+        const std::size_t budget = std::min(max_entries, delta_.size() - delta_at_);
+        std::byte* p = out.begin_direct(budget * (1 + kKeyWidth + kNsWidth + kStateWidth));
+        for (; n < budget; ++n, ++delta_at_) {
+          const DeltaRecord& d = delta_[delta_at_];
+          *p++ = std::byte{static_cast<std::uint8_t>(d.kind())};
+          p = KS::store(p, *d.key);
+          p = NS::store(p, *d.ns);
+          if (d.state != nullptr) p = SS::store(p, *d.state);
+          ++emitted_;
+          if (n + 1 < budget) COWSTATE_YIELD("checkpoint_writer.entry");
+        }
+        out.commit(p);
+        return n;
+      }
+    }
     for (; n < max_entries && delta_at_ < delta_.size(); ++n, ++delta_at_) {
       const DeltaRecord& d = delta_[delta_at_];
       const std::size_t at = out.size();
