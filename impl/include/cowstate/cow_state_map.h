@@ -404,9 +404,9 @@ class CowStateMap {
     std::uint32_t retired_at;
   };
   using Table = SegmentTable<std::uint32_t>;
-  // Bit s of word s / 64: pool slot s holds a live entry (reachable from the tables).
-  using LiveSlots = SegmentTable<std::uint64_t>;
   static constexpr unsigned kLiveSlotsShift = 9;  // 512 words: 32Ki slots, 4 KiB a segment
+  // Bit s of word s / 64: pool slot s holds a live entry (reachable from the tables).
+  using LiveSlots = SegmentTable<std::uint64_t, kLiveSlotsShift>;
 
   static std::uint32_t low32(std::uint64_t w) noexcept { return static_cast<std::uint32_t>(w); }
   static std::uint32_t high32(std::uint64_t w) noexcept {
@@ -435,11 +435,13 @@ class CowStateMap {
   static bool must_copy_segment(std::uint32_t birth, std::uint32_t h) noexcept { return birth < h; }
 
   // Element i of a segmented table (bucket heads, live-slot words) for writing: its segment
-  // is copied first when a live snapshot may share it (I13).
-  template <class T>
-  [[gnu::always_inline]] T& writable_at(SegmentTable<T>& t, std::size_t i, std::uint32_t h) {
-    if (T* p = t.writable_or_null(i, h)) [[likely]]
-      return *p;
+  // is copied first when a live snapshot may share it (I13). The birth is compared here
+  // rather than through writable_or_null, whose null answer would cost every write a test.
+  template <class Tab>
+  [[gnu::always_inline]] typename Tab::value_type& writable_at(Tab& t, std::size_t i,
+                                                               std::uint32_t h) {
+    if (!must_copy_segment(t.birth(i >> t.shift()), h)) [[likely]]
+      return *t.address_for_write(i);
     return *copy_segment_for_write(t, i, h);
   }
   std::uint32_t& head_ref(Table& t, std::uint32_t b, std::uint32_t h) {
@@ -447,8 +449,9 @@ class CowStateMap {
   }
   // writable_at's copy: replaces the segment holding element i by a copy born at the map
   // version, retires the original, and returns element i of the copy.
-  template <class T>
-  [[gnu::noinline]] T* copy_segment_for_write(SegmentTable<T>& t, std::size_t i, std::uint32_t h);
+  template <class Tab>
+  [[gnu::noinline]] typename Tab::value_type* copy_segment_for_write(Tab& t, std::size_t i,
+                                                                     std::uint32_t h);
   // Retires or frees a segment a table no longer holds, as entries are (I10, I13).
   void dispose_segment(void* segment, std::size_t bytes, std::uint32_t birth, std::uint32_t h);
   void free_segment(void* segment, std::size_t bytes) noexcept;
@@ -833,12 +836,12 @@ void CowStateMap<K, N, S, H>::free_entry(std::uint32_t index) noexcept {
 }
 
 template <class K, class N, class S, class H>
-template <class T>
-T* CowStateMap<K, N, S, H>::copy_segment_for_write(SegmentTable<T>& t, std::size_t i,
-                                                   std::uint32_t h) {
+template <class Tab>
+typename Tab::value_type* CowStateMap<K, N, S, H>::copy_segment_for_write(Tab& t, std::size_t i,
+                                                                          std::uint32_t h) {
   COWSTATE_ASSERT(must_copy_segment(t.birth(i >> t.shift()), h), "I13",
                   "copying a segment no live snapshot can share");
-  constexpr bool kHeads = std::is_same_v<T, std::uint32_t>;  // planted bugs: heads only
+  constexpr bool kHeads = std::is_same_v<Tab, Table>;  // planted bugs: heads only
   if (kHeads && COWSTATE_MUTANT(segment_written_in_place)) return t.address_for_write(i);
   if (!kHeads && COWSTATE_MUTANT(live_slots_written_in_place)) return t.address_for_write(i);
   const auto [original, birth] = t.copy_segment(i >> t.shift(), map_version_);
@@ -846,7 +849,7 @@ T* CowStateMap<K, N, S, H>::copy_segment_for_write(SegmentTable<T>& t, std::size
   dispose_segment(original, t.segment_bytes(), wrong_birth ? map_version_ : birth, h);
   COWSTATE_PROBE("cow.segment_copy");
   COWSTATE_YIELD("map.copy_segment");
-  T* out = t.writable_or_null(i, h);
+  typename Tab::value_type* out = t.writable_or_null(i, h);
   COWSTATE_ASSERT(out != nullptr, "I13", "a segment copy still shared");
   return out;
 }
