@@ -464,17 +464,25 @@ class CowStateMap {
     if (log <= 14) return log >= 2 ? log - 2 : 0;
     return std::max(12u, log - 12);
   }
-  // The live-slot bitmap (I12): slot `slot` holds a live entry, or no longer does.
+  // The live-slot bitmap (I12): slot `slot` holds a live entry, or no longer does. The
+  // bitmap covers every slot the pool has allocated (slots_allocated()), free ones included:
+  // it grows when a slot past it is marked live or put on the free list (make_room_and_copy).
   [[gnu::always_inline]] void mark_live(std::uint32_t slot, std::uint32_t h) {
-    const std::size_t w = slot >> 6;
+    const std::size_t w = std::size_t{slot} >> 6;
     if (w >= live_slots_.size()) [[unlikely]]
       grow_live_slots(w);
+    mark_live_covered(slot, h);
+  }
+  // mark_live of a slot the bitmap covers already: one taken from the pool's free list.
+  [[gnu::always_inline]] void mark_live_covered(std::uint32_t slot, std::uint32_t h) {
+    const std::size_t w = std::size_t{slot} >> 6;
+    COWSTATE_DEBUG_ASSERT(w < live_slots_.size(), "I12", "a free slot past the live-slot bitmap");
     writable_at(live_slots_, w, h) |= std::uint64_t{1} << (slot & 63);
   }
   [[gnu::always_inline]] void mark_vacant(std::uint32_t slot, std::uint32_t h) {
-    COWSTATE_DEBUG_ASSERT((live_slots_[slot >> 6] >> (slot & 63)) & 1u, "I12",
-                          "a slot left vacant twice");
-    writable_at(live_slots_, slot >> 6, h) &= ~(std::uint64_t{1} << (slot & 63));
+    const std::size_t w = std::size_t{slot} >> 6;
+    COWSTATE_DEBUG_ASSERT((live_slots_[w] >> (slot & 63)) & 1u, "I12", "a slot left vacant twice");
+    writable_at(live_slots_, w, h) &= ~(std::uint64_t{1} << (slot & 63));
   }
   bool slot_live(std::uint32_t slot) const noexcept {
     return (slot >> 6) < live_slots_.size() && ((live_slots_[slot >> 6] >> (slot & 63)) & 1u);
@@ -966,7 +974,7 @@ inline auto CowStateMap<K, N, S, H>::copy_entry(std::uint32_t src, const Entry& 
         new (&at(idx)) Entry{s.key, s.state, s.ns, s.next, s.hash, map_version_, s.state_version};
   }
   retired_entries_.append_unchecked(RetiredEntry{src, s.entry_version, map_version_});
-  mark_live(idx, h);
+  mark_live_covered(idx, h);
   mark_vacant(src, h);
   note_new(idx);
   return {idx, copy};
@@ -976,6 +984,9 @@ template <class K, class N, class S, class H>
 auto CowStateMap<K, N, S, H>::make_room_and_copy(std::uint32_t src, const Entry& s, std::uint32_t h)
     -> SlotRef {
   pool_.ensure_free_slot();  // a new chunk at most: `s` stays where it is
+  // The slot may be one never used: the bitmap covers it before copy_entry marks it.
+  const std::size_t last_word = pool_.slots_allocated() >> 6;
+  if (last_word >= live_slots_.size()) grow_live_slots(last_word);
   if (!retired_entries_.has_room()) retired_entries_.grow();
   COWSTATE_ASSERT(pool_.has_free_slot(), "I12", "no free slot after making room for a copy");
   COWSTATE_ASSERT(retired_entries_.has_room(), "I10",
