@@ -250,6 +250,25 @@ TEST_CASE("after a large reclaim, copies under the next snapshot fill ascending 
   for (std::uint64_t k = 0; k < kKeys; ++k) CHECK(*m.get(k, 0) == 3);
 }
 
+TEST_CASE("a copy into the first slot past the live-slot bitmap's last segment is covered",
+          "[map][pool][cow]") {
+  using Map = cowstate::CowStateMap<std::uint64_t, std::int32_t, std::int64_t>;
+  using Access = cowstate::CowStateMapAccess;
+  // Slots 1 .. 32767 fill the bitmap's first segment (32Ki slots) and leave no free slot,
+  // so the copy under the snapshot takes slot 32768, the first of a segment not yet made.
+  constexpr std::uint64_t kKeys = 32767;
+  Map m;
+  for (std::uint64_t k = 0; k < kKeys; ++k) m.put(k, 0, 0);
+  REQUIRE(Access::pool_slots(m) == kKeys);
+  auto snap = m.snapshot();
+  m.put(7, 0, 1);
+  CHECK(Access::find(m, 7, 0).index == kKeys + 1);
+  CHECK(*m.get(7, 0) == 1);
+  REQUIRE(m.check_invariants());
+  snap.release();
+  REQUIRE(m.check_invariants());
+}
+
 // A state that counts its live instances, so destruction is checked in every build.
 struct Counted {
   static inline int live = 0;
