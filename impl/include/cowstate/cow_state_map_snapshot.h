@@ -302,23 +302,20 @@ class CowStateMapSnapshot {
     // The captured slots as a bitmap, and'ed with the snapshot's own bitmap word by word:
     // only the snapshot's slots are read (any other may be the writer's, I3), each once,
     // in ascending order, at the cost of a pass over the bitmap rather than a sort.
-    // The bitmap spans the words up to the highest captured slot only: the snapshot's own
+    // The bitmap grows to the word of the highest captured slot only: the snapshot's own
     // bitmap is sized in whole segments, mostly beyond the pool's slots.
-    std::size_t words = 0;
+    std::vector<std::uint64_t> marked;
     std::size_t captured = 0;
     for (const auto& r : changes_.records) {
-      for (const std::uint32_t slot : r->slots) {
-        words = std::max<std::size_t>(words, (slot >> 6) + 1);
-      }
       captured += r->slots.size();
-    }
-    words = std::min(words, live_.size());
-    std::vector<std::uint64_t> marked(words, 0);
-    for (const auto& r : changes_.records) {
       for (const std::uint32_t slot : r->slots) {
-        if ((slot >> 6) < words) marked[slot >> 6] |= std::uint64_t{1} << (slot & 63);
+        const std::size_t w = slot >> 6;
+        if (w >= live_.size()) continue;
+        if (w >= marked.size()) marked.resize(w + 1, 0);
+        marked[w] |= std::uint64_t{1} << (slot & 63);
       }
     }
+    const std::size_t words = marked.size();
     std::vector<std::uint32_t> slots;
     slots.reserve(captured);
     for (std::size_t w = 0; w < words; ++w) {
