@@ -23,6 +23,8 @@ for workload in map backend; do
     jq -e -s '[.[] | select(.type == "run")] as $runs | all(.[-1].coverage[] | select(.hits > 0);
       . as $c | ([$runs[] | select(.probes[$c.probe] != null)] | min_by(.run)) as $first
       | $first.run == $c.first_run and $first.seed == $c.first_seed)' "$workload-all.jsonl"
+  check "$workload: every reason a run hit is one the report says the workload can reach" \
+    jq -e -s '[.[-1].coverage[] | select(.hits > 0 and (.reachable | not)) | .probe] == []' "$workload-all.jsonl"
 done
 check "the map workload cannot reach disk faults; the backend can" \
   jq -e -s '(.[-1].coverage[] | select(.probe == "fault.power_loss") | .reachable) == false' map-all.jsonl

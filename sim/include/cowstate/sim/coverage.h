@@ -78,7 +78,7 @@ enum class CoverageKind : std::uint8_t { copy, fault, yield };
   X("spill.swap", yield, checkpoints, "yield point: before a spilled map is swapped out")          \
   X("load.entry", yield, checkpoints, "yield point: between two entries a load copies")            \
   X("load.swap", yield, checkpoints, "yield point: before a loaded map is swapped in")             \
-  X("map.delta_entry", yield, map_serializer,                                                      \
+  X("map.delta_entry", yield, any,                                                                 \
     "yield point: between two changed entries a snapshot's delta read hands out")                  \
   X("snapshot_writer.entry", yield, map_serializer,                                                \
     "yield point: between two entries a snapshot writer emits")                                    \
