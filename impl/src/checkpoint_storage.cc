@@ -7,6 +7,7 @@
 #include <array>
 #include <cinttypes>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <system_error>
 #include <utility>
@@ -602,12 +603,16 @@ Status CheckpointStorage::prune() {
   auto present = [&names](const std::string& name) {
     return std::binary_search(names->begin(), names->end(), name);
   };
-  // Manifests first, made durable: once they are gone no checkpoint of `gone` is complete or
-  // damaged, and the data files left are orphans whatever a power loss keeps of what follows.
+  // Manifests first, newest first, each durably gone before the next: a chain names only
+  // older checkpoints, so whatever stops this (an error, a power loss) leaves no manifest
+  // whose chain lost a member (C11). Once they are gone no checkpoint of `gone` is complete
+  // or damaged, and the data files left are orphans whatever a power loss keeps of what
+  // follows.
+  std::sort(gone.begin(), gone.end(), std::greater<>());
   for (const std::uint64_t id : gone) {
     if (Status st = fs_->remove_file(manifest_path(id)); !st.ok()) return st;
+    if (Status st = fs_->sync_dir(dir_); !st.ok()) return st;
   }
-  if (Status st = fs_->sync_dir(dir_); !st.ok()) return st;
   for (const std::uint64_t id : gone) {
     if (!present(checkpoint_name(id, kDataSuffix))) continue;  // a damaged one's, missing
     if (Status st = fs_->remove_file(data_path(id)); !st.ok()) return st;

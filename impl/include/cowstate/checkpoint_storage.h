@@ -20,15 +20,18 @@
 //   4. prune: for each complete checkpoint beyond the newest `retain` that no retained
 //      checkpoint's chain names (nor the chain of one still being written), and each damaged
 //      one older than every retained checkpoint and named by no chain, remove its manifest (so it
-//      is no longer complete); fsync the directory; then remove their data files
+//      is no longer complete), newest first, fsyncing the directory after each; then remove
+//      their data files
 // A crash before the manifest's rename leaves at most a data file without a manifest (an
 // orphan), which is never taken for complete and is removed by the next open(). Files
 // shared by several checkpoints (chain members) are counted through the manifests: a file
 // goes only once no retained manifest names it (C11), so no crash or prune can take a
-// member from a retained chain. A crash in
+// member from a retained chain. A crash or an error in
 // the middle of pruning leaves an older checkpoint complete or an orphan, both harmless:
-// the directory fsync between the manifests and the data files keeps a power loss from
-// bringing back a manifest whose data file is gone.
+// a chain names only older checkpoints, so removing manifests newest first, each durably
+// before the next, never leaves one whose chain lost a member; and the directory fsync
+// between the manifests and the data files keeps a power loss from bringing back a
+// manifest whose data file is gone.
 // fsync before each rename makes the order hold across power loss, not only process death.
 //
 // Cancelling (PendingCheckpoint::cancel, from any thread)
@@ -84,7 +87,8 @@
 //      is gone once its owner commits, aborts or destroys it; a cancel that finds the
 //      commit begun returns too_late.
 //  C11 Pruning removes no file of a checkpoint that a retained checkpoint's chain names; a
-//      checkpoint is complete only while every member of its chain is.
+//      checkpoint is complete only while every member of its chain is; a prune cut short by
+//      an error or a power loss leaves no manifest whose chain lost a member.
 #pragma once
 
 #include <atomic>

@@ -158,10 +158,13 @@ BackendWorkloadOptions BackendWorkloadOptions::swarm(std::uint64_t seed, std::ui
     o.spill_percent = static_cast<std::uint32_t>(spill.below(11));
   }
   // Incremental checkpoints on half of the seeds, from their own stream, chains of 2 to 5.
+  // Half of those keep their write faults; the other half draw none, so that every
+  // checkpoint of their chains stays intact and each restore path of a chain comes often.
   Prng inc(derive_seed(seed, 0x1c4e));
   if (inc.chance(1, 2)) {
     o.incremental = static_cast<std::uint32_t>(inc.between(2, 5));
-    o.write_fault_percent = 0;
+    Prng chain_faults(derive_seed(seed, 0x1c4f));
+    if (chain_faults.chance(1, 2)) o.write_fault_percent = 0;
   }
   return o;
 }

@@ -1993,6 +1993,19 @@ BackendSimulation::Recovered BackendSimulation::recover(FileSystem& fs, const Ac
   expect(storage.ok(), "C8",
          "reopening the checkpoint storage " + after + ": " + scrub(storage.status().message()));
   out.storage = std::move(*storage);
+  // C11: whatever the crash point, no manifest lost a chain member, and none is damaged but
+  // by a write fault: manifests reach their final names whole, a delta's only once its
+  // parent's is durable, and pruning removes them newest first, each durably.
+  {
+    auto found = out.storage->scan();
+    expect(found.ok(), "storage",
+           "listing the checkpoint directory " + after + ": " + scrub(found.status().message()));
+    for (const DamagedCheckpoint& d : found->damaged) {
+      expect(d.id <= checkpoints_.size() && checkpoints_.at(d.id - 1)->damaged_manifest, "C11",
+             "checkpoint " + std::to_string(d.id) + " is damaged " + after +
+                 ", with no write fault to explain it: " + scrub(d.reason));
+    }
+  }
   // C8: every checkpoint whose commit returned before the crash point survives, unless a
   // write fault damaged it.
   const CheckpointRecord* floor = nullptr;
