@@ -84,12 +84,16 @@ class ChangeLog {
   Captured seal(std::uint32_t version) {
     COWSTATE_ASSERT(on_, "REQUIRES", "sealing a change log that is not tracking");
     COWSTATE_ASSERT(open_.version < version, "I14", "sealing an interval at or after its end");
+    // The next interval's slots start with room for as many as this one's: a steady
+    // workload then allocates them once per interval rather than growing them from empty.
+    const std::size_t room = open_.slots.size();
     if (!open_.slots.empty() || !open_.tombstones.empty()) {
       sealed_bytes_ += bytes_of(open_);
       sealed_.push_back(std::make_shared<const Record>(std::move(open_)));
     }
     open_ = Record{};
     open_.version = version;
+    open_.slots.reserve(room);
     return Captured{has_base_, base_, sealed_};
   }
 

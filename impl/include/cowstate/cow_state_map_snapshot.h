@@ -331,8 +331,12 @@ class CowStateMapSnapshot {
                         static_cast<std::uint32_t>(std::countr_zero(bits)));
       }
     }
-    // The entries lie scattered over the pool: each is fetched a few visits ahead.
+    // The entries lie scattered over the pool: each is fetched a few visits ahead, the
+    // first ones all at once before the loop so that they too are in flight together.
     constexpr std::size_t kAhead = 24;
+    for (std::size_t i = 0; i < std::min(kAhead, slots.size()); ++i) {
+      __builtin_prefetch(&map_->at(slots[i]));
+    }
     for (std::size_t i = 0; i < slots.size(); ++i) {
       if (i + kAhead < slots.size()) __builtin_prefetch(&map_->at(slots[i + kAhead]));
       const auto& e = map_->at(slots[i]);
