@@ -609,7 +609,6 @@ class BackendSimulation final : public SimCore {
   // --- checkpoints ---
   void cancel(CheckpointRecord& rec, const std::string& by);
   void commit(CheckpointRecord& rec);
-  // No temporary file of rec's is left in the checkpoint directory.
   // No temporary file of rec's is left in the checkpoint directory, unless the armed fault
   // fired at a file operation since `since` (the removal may be what failed).
   void expect_no_temporary(const CheckpointRecord& rec, std::uint64_t since, const char* check,
@@ -631,6 +630,10 @@ class BackendSimulation final : public SimCore {
   // and latest() for a manifest, read() and a restore of the raw bytes for a data file (C9).
   void expect_damage_reported(const CheckpointRecord& rec, CheckpointStorage& storage,
                               FileSystem& fs);
+  // storage.scan(), expecting (as `check`) no damaged checkpoint but one whose manifest a
+  // write fault damaged; `prefix` starts each finding ("c2 committed and ").
+  CheckpointScan scan_expecting_faulted_damage(CheckpointStorage& storage, const char* check,
+                                               const std::string& prefix);
   // Arms an injected I/O error at the n-th mutating file operation from now.
   void arm_fault(std::uint32_t n) {
     fs_->fail_at(n);
@@ -1495,19 +1498,14 @@ void BackendSimulation::finish_complete(CheckpointRecord& rec) {
   trace(rec.name + " complete: " + std::to_string(rec.bytes) + " bytes");
   // Storage keeps the newest kRetain complete checkpoints by id: one that commits after
   // kRetain newer ones is pruned at once, which is right (and all that may explain it).
-  auto found = storage_->scan();
-  expect(found.ok(), "storage", "listing complete checkpoints: " + scrub(found.status().message()));
-  for (const DamagedCheckpoint& d : found->damaged) {
-    expect(d.id <= checkpoints_.size() && checkpoints_.at(d.id - 1)->damaged_manifest, "C9",
-           rec.name + " committed and checkpoint " + std::to_string(d.id) +
-               " is damaged, with no write fault to explain it: " + scrub(d.reason));
-  }
+  const CheckpointScan found =
+      scan_expecting_faulted_damage(*storage_, "C9", rec.name + " committed and ");
   // What the commit pruned is no longer complete. Retention keeps the newest kRetain
   // complete checkpoints, counting those whose data file a write fault damaged (damage that
   // shows only when read), so it may remove the newest intact one: C8 then expects no more.
   for (auto& r : checkpoints_) {
     if (r.get() == &rec || !r->complete) continue;
-    if (std::find(found->complete.begin(), found->complete.end(), r->id) == found->complete.end()) {
+    if (std::find(found.complete.begin(), found.complete.end(), r->id) == found.complete.end()) {
       r->complete = false;
       r->pruned = true;
     }
@@ -1516,7 +1514,7 @@ void BackendSimulation::finish_complete(CheckpointRecord& rec) {
     expect_damage_reported(rec, *storage_, *fs_);
     return;
   }
-  const std::vector<std::uint64_t>& complete = found->complete;
+  const std::vector<std::uint64_t>& complete = found.complete;
   std::size_t newer = 0;
   for (std::uint64_t id : complete) newer += id > rec.id ? 1U : 0U;
   if (std::find(complete.begin(), complete.end(), rec.id) == complete.end()) {
@@ -1996,16 +1994,7 @@ BackendSimulation::Recovered BackendSimulation::recover(FileSystem& fs, const Ac
   // C11: whatever the crash point, no manifest lost a chain member, and none is damaged but
   // by a write fault: manifests reach their final names whole, a delta's only once its
   // parent's is durable, and pruning removes them newest first, each durably.
-  {
-    auto found = out.storage->scan();
-    expect(found.ok(), "storage",
-           "listing the checkpoint directory " + after + ": " + scrub(found.status().message()));
-    for (const DamagedCheckpoint& d : found->damaged) {
-      expect(d.id <= checkpoints_.size() && checkpoints_.at(d.id - 1)->damaged_manifest, "C11",
-             "checkpoint " + std::to_string(d.id) + " is damaged " + after +
-                 ", with no write fault to explain it: " + scrub(d.reason));
-    }
-  }
+  (void)scan_expecting_faulted_damage(*out.storage, "C11", after + ": ");
   // C8: every checkpoint whose commit returned before the crash point survives, unless a
   // write fault damaged it.
   const CheckpointRecord* floor = nullptr;
@@ -2247,6 +2236,20 @@ void BackendSimulation::settle_write_faults(CheckpointRecord& rec) {
     trace(rec.name + " committed, but a write fault damaged its " +
           (rec.damaged_data ? "data file" : "manifest"));
   }
+}
+
+CheckpointScan BackendSimulation::scan_expecting_faulted_damage(CheckpointStorage& storage,
+                                                                const char* check,
+                                                                const std::string& prefix) {
+  auto found = storage.scan();
+  expect(found.ok(), "storage",
+         "listing the checkpoint directory: " + scrub(found.status().message()));
+  for (const DamagedCheckpoint& d : found->damaged) {
+    expect(d.id <= checkpoints_.size() && checkpoints_.at(d.id - 1)->damaged_manifest, check,
+           prefix + "checkpoint " + std::to_string(d.id) +
+               " is damaged, with no write fault to explain it: " + scrub(d.reason));
+  }
+  return std::move(*found);
 }
 
 void BackendSimulation::expect_damage_reported(const CheckpointRecord& rec,
