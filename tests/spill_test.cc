@@ -1,6 +1,9 @@
 // The spill tier: exact memory accounting against a recount, metrics in Prometheus' format,
 // request rates, the cold tier's reads and writes, spill and load under live snapshots,
 // FLIP-50's policy, checkpoints across both tiers and restore under a budget.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -464,6 +467,43 @@ TEST_CASE("the cold tier orders keys as memcmp does, whatever their lengths", "[
     REQUIRE(s.get(span_of(bytes_of(k)), v));
     CHECK(std::string(reinterpret_cast<const char*>(v.data()), v.size()) == k);
   }
+}
+
+TEST_CASE("the cold tier leaves no files behind, even when its process dies without closing it",
+          "[spill][cold]") {
+  backend_test::TempDir parent;
+  cowstate::ColdStoreOptions options;
+  options.parent_directory = parent.path();
+  // A child process fills a store and ends without running a destructor, as a crash or a kill
+  // would end it.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    auto store = cowstate::ColdStore::open(options);
+    if (!store.ok()) ::_exit(3);
+    const auto k = bytes_of("a key of one table and key group");
+    if (!(*store)->insert(span_of(k), span_of(k))) ::_exit(4);
+    (*store)->commit();
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  CHECK(backend_test::files_in(parent.path()).empty());
+  // A store open in this process works with nothing on the file system, and closes cleanly.
+  {
+    auto store = cowstate::ColdStore::open(options);
+    REQUIRE(store.ok());
+    CHECK(backend_test::files_in(parent.path()).empty());
+    const auto k = bytes_of("another key");
+    CHECK((*store)->insert(span_of(k), span_of(k)));
+    (*store)->commit();
+    std::span<const std::byte> v;
+    REQUIRE((*store)->get(span_of(k), v));
+    CHECK(v.size() == k.size());
+  }
+  CHECK(backend_test::files_in(parent.path()).empty());
 }
 
 TEST_CASE("insert_sorted appends after the last key, inserts before it, stops at a present key",

@@ -117,11 +117,13 @@ Result<std::unique_ptr<ColdStore>> ColdStore::open(const ColdStoreOptions& optio
     return Status::error("cold tier: cannot make a directory under " + parent + ": " +
                          std::strerror(errno));
   }
+  const std::string directory = buf.data();
+  bool named = true;  // the directory and its files still have their names
   std::unique_ptr<ColdStore> s(new ColdStore());
-  s->directory_ = buf.data();
   s->commit_every_ = options.commit_every_writes == 0 ? 1 : options.commit_every_writes;
   auto error = [&](const char* call, int rc) {
-    return Status::error("cold tier in " + s->directory_ + ": " + call + ": " + mdb_strerror(rc));
+    if (named) remove_directory(directory);
+    return Status::error("cold tier in " + directory + ": " + call + ": " + mdb_strerror(rc));
   };
   if (int rc = mdb_env_create(&s->env_); rc != 0) return error("mdb_env_create", rc);
   if (int rc = mdb_env_set_mapsize(s->env_, options.map_size_bytes); rc != 0) {
@@ -131,9 +133,14 @@ Result<std::unique_ptr<ColdStore>> ColdStore::open(const ColdStoreOptions& optio
     return error("mdb_env_set_maxreaders", rc);
   }
   const unsigned flags = MDB_NOTLS | MDB_NOSYNC | MDB_NOMETASYNC | MDB_WRITEMAP | MDB_NORDAHEAD;
-  if (int rc = mdb_env_open(s->env_, s->directory_.c_str(), flags, 0600); rc != 0) {
+  if (int rc = mdb_env_open(s->env_, directory.c_str(), flags, 0600); rc != 0) {
     return error("mdb_env_open", rc);
   }
+  // LMDB works through the descriptors and maps it holds from here on, so the names can go
+  // now: a process that dies without closing the store leaves nothing behind, and the disk
+  // space returns when the descriptors close.
+  remove_directory(directory);
+  named = false;
   MDB_txn* txn = nullptr;
   if (int rc = mdb_txn_begin(s->env_, nullptr, 0, &txn); rc != 0) {
     return error("mdb_txn_begin", rc);
@@ -154,7 +161,6 @@ ColdStore::~ColdStore() {
   if (cursor_ != nullptr) mdb_cursor_close(cursor_);
   if (txn_ != nullptr) mdb_txn_abort(txn_);
   if (env_ != nullptr) mdb_env_close(env_);
-  remove_directory(directory_);
 }
 
 MDB_txn* ColdStore::write_txn() {

@@ -21,7 +21,9 @@
 // Opened for speed
 // ----------------
 // Nothing here needs to survive the process (checkpoints give durability), so the
-// environment lives in a fresh directory removed at close and is opened with MDB_NOSYNC and
+// environment is opened in a fresh directory whose files and name are removed right after
+// the open (LMDB keeps working through its descriptors and maps, and a crashed or killed
+// process leaves nothing on disk), and is opened with MDB_NOSYNC and
 // MDB_NOMETASYNC (no fsync), MDB_WRITEMAP (writes go straight into the map), MDB_NORDAHEAD
 // (random access) and MDB_NOTLS (reader slots belong to transactions, not threads: several
 // read transactions live on one thread, and one may be used on a thread other than the one
@@ -72,7 +74,7 @@ struct MDB_cursor;
 namespace cowstate {
 
 struct ColdStoreOptions {
-  // Where the store's own directory is made (removed at close); empty: $TMPDIR or /tmp.
+  // Where the store's own directory is made (removed once open); empty: $TMPDIR or /tmp.
   std::string parent_directory;
   // Address space reserved for the database file (sparse).
   std::size_t map_size_bytes = std::size_t{256} << 30;
@@ -135,7 +137,6 @@ class ColdStore {
 
   // A table id not handed out before by this store.
   std::uint32_t new_table_id() noexcept { return next_table_id_++; }
-  const std::string& directory() const noexcept { return directory_; }
 
   // The writer thread.
   // The value stored under `key`, or false. `value` is valid until the next call.
@@ -194,7 +195,6 @@ class ColdStore {
   // Set at open.
   MDB_env* env_ = nullptr;
   unsigned dbi_ = 0;
-  std::string directory_;
   std::size_t commit_every_ = 0;
 
   // Writer thread.
