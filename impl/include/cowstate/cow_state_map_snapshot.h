@@ -302,20 +302,28 @@ class CowStateMapSnapshot {
     // The captured slots as a bitmap, and'ed with the snapshot's own bitmap word by word:
     // only the snapshot's slots are read (any other may be the writer's, I3), each once,
     // in ascending order, at the cost of a pass over the bitmap rather than a sort.
-    // The bitmap grows to the word of the highest captured slot only: the snapshot's own
-    // bitmap is sized in whole segments, mostly beyond the pool's slots.
-    std::vector<std::uint64_t> marked;
+    // The bitmap reaches the word of the highest captured slot only: the snapshot's own
+    // bitmap is sized in whole segments, mostly beyond the pool's slots. Those segments lie
+    // apart in memory, so they are all fetched while the captured slots are marked.
     std::size_t captured = 0;
+    std::size_t words = 0;
     for (const auto& r : changes_.records) {
       captured += r->slots.size();
       for (const std::uint32_t slot : r->slots) {
-        const std::size_t w = slot >> 6;
-        if (w >= live_.size()) continue;
-        if (w >= marked.size()) marked.resize(w + 1, 0);
-        marked[w] |= std::uint64_t{1} << (slot & 63);
+        words = std::max(words, std::size_t{slot >> 6} + 1);
       }
     }
-    const std::size_t words = marked.size();
+    words = std::min(words, live_.size());
+    for (std::size_t w = 0; w < words; w += std::size_t{1} << live_.shift) {
+      __builtin_prefetch(live_.dir[w >> live_.shift]);
+    }
+    std::vector<std::uint64_t> marked(words, 0);
+    for (const auto& r : changes_.records) {
+      for (const std::uint32_t slot : r->slots) {
+        const std::size_t w = slot >> 6;
+        if (w < words) marked[w] |= std::uint64_t{1} << (slot & 63);
+      }
+    }
     std::vector<std::uint32_t> slots;
     slots.reserve(captured);
     for (std::size_t w = 0; w < words; ++w) {
@@ -332,13 +340,17 @@ class CowStateMapSnapshot {
       }
     }
     // The entries lie scattered over the pool: each is fetched a few visits ahead, the
-    // first ones all at once before the loop so that they too are in flight together.
+    // first ones all at once before the loop so that they too are in flight together, and
+    // by both ends, for an entry that straddles two cache lines.
     constexpr std::size_t kAhead = 24;
-    for (std::size_t i = 0; i < std::min(kAhead, slots.size()); ++i) {
-      __builtin_prefetch(&map_->at(slots[i]));
-    }
+    auto fetch = [this](std::uint32_t slot) {
+      const auto* e = reinterpret_cast<const char*>(&map_->at(slot));
+      __builtin_prefetch(e);
+      __builtin_prefetch(e + sizeof(typename Map::Entry) - 1);
+    };
+    for (std::size_t i = 0; i < std::min(kAhead, slots.size()); ++i) fetch(slots[i]);
     for (std::size_t i = 0; i < slots.size(); ++i) {
-      if (i + kAhead < slots.size()) __builtin_prefetch(&map_->at(slots[i + kAhead]));
+      if (i + kAhead < slots.size()) fetch(slots[i + kAhead]);
       const auto& e = map_->at(slots[i]);
       if (e.entry_version < changes_.base) continue;
       COWSTATE_YIELD("map.delta_entry");

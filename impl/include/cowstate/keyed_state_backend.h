@@ -924,6 +924,7 @@ class KeyedStateBackend {
                       "incremental checkpoint ids that do not grow");
       last_snapshot_id_ = checkpoint_id;
       kinds.reserve(key_groups.size());
+      pending.maps.reserve(key_groups.size() * tables_.size());
     }
     for (std::int32_t g = range_.start(); g <= range_.end(); ++g) {
       auto& sections = key_groups[static_cast<std::size_t>(g - range_.start())];
