@@ -2264,8 +2264,13 @@ void BackendSimulation::expect_damage_reported(const CheckpointRecord& rec,
     for (const DamagedCheckpoint& d : found->damaged) {
       listed = listed || (d.id == rec.id && d.reason.find(manifest) != std::string::npos);
     }
-    // Pruning removes a damaged checkpoint older than the oldest one it retains (C9).
-    const bool pruned = !found->complete.empty() && found->complete.front() > rec.id;
+    // Pruning removes a damaged checkpoint older than the oldest complete one it retains
+    // (C9): the oldest of the newest kRetain, although older complete ones may stay as
+    // chain members of retained deltas.
+    const std::vector<std::uint64_t>& complete = found->complete;
+    const bool pruned =
+        !complete.empty() &&
+        complete[complete.size() > kRetain ? complete.size() - kRetain : 0] > rec.id;
     expect(listed || pruned, "C9",
            rec.name + "'s manifest was damaged by a write fault and scan() does not report it");
     if (!listed) return;
