@@ -1994,7 +1994,7 @@ BackendSimulation::Recovered BackendSimulation::recover(FileSystem& fs, const Ac
   // C11: whatever the crash point, no manifest lost a chain member, and none is damaged but
   // by a write fault: manifests reach their final names whole, a delta's only once its
   // parent's is durable, and pruning removes them newest first, each durably.
-  (void)scan_expecting_faulted_damage(*out.storage, "C11", after + ": ");
+  const CheckpointScan found = scan_expecting_faulted_damage(*out.storage, "C11", after + ": ");
   // C8: every checkpoint whose commit returned before the crash point survives, unless a
   // write fault damaged it.
   const CheckpointRecord* floor = nullptr;
@@ -2003,11 +2003,8 @@ BackendSimulation::Recovered BackendSimulation::recover(FileSystem& fs, const Ac
   }
   const bool manifest_fault = read_fault_of(a.budget) == ReadFault::manifest;
   if (manifest_fault) {  // on the newest manifest in place, complete or damaged
-    auto found = out.storage->scan();
-    expect(found.ok(), "storage",
-           "listing the checkpoint directory: " + scrub(found.status().message()));
-    const std::uint64_t id = std::max(found->complete.empty() ? 0 : found->complete.back(),
-                                      found->damaged.empty() ? 0 : found->damaged.back().id);
+    const std::uint64_t id = std::max(found.complete.empty() ? 0 : found.complete.back(),
+                                      found.damaged.empty() ? 0 : found.damaged.back().id);
     if (id == 0) {
       trace("restart: no manifest to fault");
     } else {
