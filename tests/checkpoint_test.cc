@@ -427,46 +427,82 @@ TEST_CASE("every truncation and every appended byte of a checkpoint is refused",
   CHECK(image(ts).entries() == 0);
 }
 
-TEST_CASE("a block with a (key, namespace) twice is refused at the second, and changes nothing",
-          "[checkpoint][errors][corrupt]") {
+namespace {
+
+std::int32_t group_of_8(std::uint64_t k) {
+  return cowstate::key_group_for_hash(cowstate::KeyHash<std::uint64_t>{}(k), 8);
+}
+
+// A checkpoint (u64 -> int64, 8 key groups) holding three keys of key group_of_8(0), and the
+// offset of that block's records: key (8 bytes) then state (8) each, in the map's slot order.
+struct ThreeKeyBlock {
+  std::vector<std::uint64_t> keys;
+  Bytes file;
+  std::size_t records = 0;
+};
+
+ThreeKeyBlock three_key_block() {
+  ThreeKeyBlock t;
   Backend b(KeyGroupRange(0, 7), 8);
   auto& value = b.value_state<VoidNamespaceSerializer, Int64Serializer>("value", -1);
-  // Three keys of one key group: its block holds their records in the map's slot order.
-  std::vector<std::uint64_t> keys;
-  const auto group_of = [](std::uint64_t k) {
-    return cowstate::key_group_for_hash(cowstate::KeyHash<std::uint64_t>{}(k), 8);
-  };
-  for (std::uint64_t k = 0; keys.size() < 3; ++k) {
-    if (group_of(k) == group_of(0)) keys.push_back(k);
+  for (std::uint64_t k = 0; t.keys.size() < 3; ++k) {
+    if (group_of_8(k) == group_of_8(0)) t.keys.push_back(k);
   }
-  for (const std::uint64_t k : keys) {
+  for (const std::uint64_t k : t.keys) {
     REQUIRE(b.set_current_key(k).ok());
     value.update(static_cast<std::int64_t>(k) * 10);
   }
-  Bytes file = write_checkpoint(b, 1);
-  const CheckpointInput good{"dup.cscp", file};
-  const auto layout = cowstate::read_checkpoint_layout(good);
+  t.file = write_checkpoint(b, 1);
+  const CheckpointInput in{"three.cscp", t.file};
+  const auto layout = cowstate::read_checkpoint_layout(in);
   REQUIRE(layout.ok());
   const cowstate::CheckpointBlockInfo& block =
-      layout->blocks[static_cast<std::size_t>(group_of(0))];
-  // Block: key group, section count, state index (u32 each), entry count (u64); then
-  // records of key (8 bytes) and state (8): the third key becomes the second's.
-  const std::size_t records = static_cast<std::size_t>(block.offset) + 20;
+      layout->blocks[static_cast<std::size_t>(group_of_8(0))];
+  // Block: key group, section count, state index (u32 each), entry count (u64); then records.
+  t.records = static_cast<std::size_t>(block.offset) + 20;
   REQUIRE(block.raw == 20 + 3 * 16);
-  std::memcpy(file.data() + records + 32, file.data() + records + 16, 8);
+  return t;
+}
 
+// Restores `file` (checksums off) into a backend whose first key holds -5, checks that the
+// restore changed nothing, and returns its error message.
+std::string restore_refused(const ThreeKeyBlock& t, const char* name) {
   Backend target(KeyGroupRange(0, 7), 8);
   auto& restored = target.value_state<VoidNamespaceSerializer, Int64Serializer>("value", -1);
-  REQUIRE(target.set_current_key(keys[0]).ok());
+  REQUIRE(target.set_current_key(t.keys[0]).ok());
   restored.update(-5);
   cowstate::RestoreOptions unchecked;
   unchecked.verify_checksums = false;
-  const CheckpointInput bad{"dup.cscp", file};
+  const CheckpointInput bad{name, t.file};
   const cowstate::Status st = target.restore({&bad, 1}, unchecked);
-  CHECK(st.message() == "dup.cscp: offset " + std::to_string(records + 32) +
-                            ": expected a (key, namespace) not seen before in state \"value\", "
-                            "found a duplicate");
-  REQUIRE(target.set_current_key(keys[0]).ok());
+  REQUIRE(target.set_current_key(t.keys[0]).ok());
   CHECK(restored.value() == -5);
   CHECK(target.check_invariants());
+  return st.message();
+}
+
+}  // namespace
+
+TEST_CASE("a block with a (key, namespace) twice is refused at the second, and changes nothing",
+          "[checkpoint][errors][corrupt]") {
+  ThreeKeyBlock t = three_key_block();
+  std::memcpy(t.file.data() + t.records + 32, t.file.data() + t.records + 16, 8);  // 3rd = 2nd
+  CHECK(restore_refused(t, "dup.cscp") ==
+        "dup.cscp: offset " + std::to_string(t.records + 32) +
+            ": expected a (key, namespace) not seen before in state \"value\", found a duplicate");
+}
+
+TEST_CASE("a block with a key of another key group is refused at that key, and changes nothing",
+          "[checkpoint][errors][corrupt]") {
+  // Fixed-width records (u64 -> int64) are read after one bounds check for the whole block;
+  // the error must still name the record and both key groups.
+  ThreeKeyBlock t = three_key_block();
+  std::uint64_t stranger = 1;
+  while (group_of_8(stranger) == group_of_8(0)) ++stranger;
+  std::memcpy(t.file.data() + t.records + 16, &stranger, 8);  // the second record's key
+  CHECK(restore_refused(t, "kg.cscp") ==
+        "kg.cscp: offset " + std::to_string(t.records + 16) + ": expected a key of key group " +
+            std::to_string(group_of_8(0)) + " (state \"value\"), found one of key group " +
+            std::to_string(group_of_8(stranger)) +
+            ": written with another key hash or max parallelism, or corrupt");
 }

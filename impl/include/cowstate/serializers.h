@@ -143,6 +143,22 @@ constexpr std::size_t fixed_width() noexcept {
 }
 }  // namespace detail
 
+// Bytes of every record of (KS, NS, SS) when each part loads directly at a fixed width, else
+// 0: then records are read one by one through read_record.
+template <class KS, class NS, class SS, class K, class N, class S>
+constexpr std::size_t fixed_record_width() noexcept {
+  constexpr std::size_t kVaries = std::numeric_limits<std::size_t>::max();
+  constexpr std::size_t kKey = detail::fixed_width<KS>();
+  constexpr std::size_t kNs = detail::fixed_width<NS>();
+  constexpr std::size_t kState = detail::fixed_width<SS>();
+  if constexpr (kKey == kVaries || kNs == kVaries || kState == kVaries || !DirectLoader<KS, K> ||
+                !DirectLoader<NS, N> || !DirectLoader<SS, S>) {
+    return 0;
+  } else {
+    return kKey + kNs + kState;
+  }
+}
+
 // Reads one record, key then namespace then state, as restore does. Where the key's and the
 // namespace's serializers load directly at fixed widths, that part (and the state, where it
 // qualifies too) comes after one bounds check; otherwise, and when the bytes are short, field

@@ -758,7 +758,25 @@ Status StateTable<KS, NS, SS, KH>::read_entries_heap(ByteReader& r, std::size_t 
   const std::size_t begin = r.offset();
   typename Map::Loader loader =
       fresh->load(kMinEntry > 0 ? count : std::min<std::uint64_t>(count, r.remaining()));
-  for (std::uint64_t e = 0; e < count; ++e) {
+  bool read = false;
+  if constexpr (constexpr std::size_t kWidth = fixed_record_width<KS, NS, SS, K, N, S>();
+                kWidth > 0) {
+    if (count <= r.remaining() / kWidth) {
+      // Every record is there: one bounds check for the key group, none per field. A key of
+      // another key group is read again by read_entry, which reports it.
+      const std::byte* p = r.take(count * kWidth);
+      for (std::uint64_t e = 0; e < count; ++e) {
+        p = SS::load(NS::load(KS::load(p, key), ns), state);
+        if (key_group_of(KH{}(key)) != key_group) [[unlikely]] {
+          r.seek(begin + static_cast<std::size_t>(e) * kWidth);
+          return read_entry();
+        }
+        loader.add(key, ns, std::move(state));
+      }
+      read = true;
+    }
+  }
+  for (std::uint64_t e = 0; !read && e < count; ++e) {
     if (Status st = read_entry(); !st.ok()) return st;
     loader.add(key, ns, std::move(state));
   }
