@@ -406,18 +406,25 @@ int main(int argc, char** argv) {
         }));
   }
   bool met = true;
+  bool map_met = true;  // the map-performance targets, judged only where their rows ran
   for (const Row& r : rows) {
     const double base = baseline_mbs(static_cast<std::size_t>(r.mb * 1e6), dir, reps);
     std::printf("| %s | %.1f | %.0f | %.0f | %.0f | %.0f | %.0f |\n", r.name.c_str(), r.mb,
                 r.write_mbs, r.io_thread_mbs, r.io_thread_cpu_mbs, r.restore_mbs, base);
     if (r.name.ends_with(", none")) {
       met = met && std::max(r.write_mbs, r.io_thread_mbs) >= 1000 && r.restore_mbs >= 500;
+      map_met = map_met && r.write_mbs >= 1000 && r.restore_mbs >= 1500;
     }
+    if (r.name.ends_with(", lz4")) map_met = map_met && r.write_mbs >= 500;
   }
   std::printf(
       "\ntargets (uncompressed): write >= 1000 MB/s (either write column), restore >= 500 MB/s: "
       "%s\n",
       met ? "PASS" : "MISS");
+  std::printf(
+      "targets (map performance): write >= 1000 MB/s uncompressed and >= 500 MB/s with lz4 "
+      "(write column), restore >= 1500 MB/s uncompressed: %s\n",
+      map_met ? "PASS" : "MISS");
 
   const IncrementalRows inc = run_incremental(n, reps);
   std::printf("\nincremental checkpoints, u64 -> int64, %llu entries, uncompressed, into memory\n\n",

@@ -1107,11 +1107,14 @@ void print_targets(const Results& results, const Options& o) {
   };
   line("get-hit <= 2.0x boost::unordered_flat_map", vs_boost("get-hit"), 2.0, "x");
   line("put-update <= 2.0x boost::unordered_flat_map", vs_boost("put-update"), 2.0, "x");
+  line("get-miss <= 2.0x boost::unordered_flat_map", vs_boost("get-miss"), 2.0, "x");
+  line("remove <= 2.0x boost::unordered_flat_map", vs_boost("remove"), 2.0, "x");
   line("first write under a live snapshot <= 1.5x put-update",
        rows_ratio("first-write-snap", "put-update"), 1.5, "x");
   line("snapshot start <= 10 us", cow("snapshot-start") < 0 ? -1 : cow("snapshot-start") * 1e3,
        10.0, " us");
   line("serialize <= 20 ns/entry", cow("serialize"), 20.0, " ns");
+  line("restore <= 20 ns/entry", cow("restore"), 20.0, " ns");
   line("memory <= 48 bytes/entry (memory_bytes()/size)", cow("bytes/entry"), 48.0, " B");
 
 #if COWSTATE_BENCH_HAVE_ACCESS
