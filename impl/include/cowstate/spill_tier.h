@@ -34,7 +34,8 @@
 // (what the budget is compared with) sums them at each check. LMDB's pages are the operating
 // system's page cache and are not counted.
 //
-// Spill copies a heap map's live entries into the cold range and commits; load writes back
+// Spill encodes a heap map's live entries, stores them into the cold range in key order (a
+// page filled after another, not a search of the tree per entry) and commits; load writes back
 // the key group's dirty cached entries, drops its cached ones, reads the whole range into a
 // fresh map (with the bulk loader) and erases the range. The manager
 // (spill_load_manager.h) decides both on the writer thread, on key switches, by FLIP-50's

@@ -461,6 +461,25 @@ class StateTable final : public StateTableBase {
                            std::uint64_t count);
   // Writes every entry of heap map `m` into the cold range of `key_group`.
   void write_cold(std::int32_t key_group, const Map& m);
+  // Records bound for one cold range, encoded into one buffer and stored in key order:
+  // inserted in order, a range fills LMDB's pages one after another (a fresh table's range,
+  // which sorts after everything, is appended; ColdStore::insert_sorted), where inserts in
+  // hash order each search the tree from its root.
+  struct ColdBatch {
+    struct Record {
+      std::size_t key_at, key_size, value_at, value_size, file_offset;
+    };
+    ByteWriter buf;
+    std::vector<Record> records;
+  };
+  void add_cold(ColdBatch& batch, std::int32_t key_group, const K& key, const N& ns, const S& state,
+                std::size_t file_offset);
+  // Sorts the batch by cold key; returns the position of the first record whose key the
+  // one before it has, if any.
+  static std::optional<std::size_t> sort_cold(ColdBatch& batch);
+  // Stores a sorted batch; returns how many records were stored before the first whose
+  // key the store held (all of them when none).
+  std::size_t store_cold(const ColdBatch& batch);
   // Under the planted bug spill_frees_snapshot_map: what freeing `map` would do to its
   // snapshots, without freeing it (state_table_cold.h).
   void quarantine_freed(std::unique_ptr<Map> map);

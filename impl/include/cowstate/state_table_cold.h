@@ -312,14 +312,60 @@ void StateTable<KS, NS, SS, KH>::flush_cached(std::int32_t key_group) {
 
 template <class KS, class NS, class SS, class KH>
 void StateTable<KS, NS, SS, KH>::write_cold(std::int32_t key_group, const Map& m) {
+  ColdBatch batch;
+  batch.records.reserve(m.size());
   m.for_each([&](const K& key, const N& ns, const S& state) {
-    const std::span<const std::byte> k = cold_key(key_group, key, ns);
-    value_buf_.clear();
-    SS::write(value_buf_, state);
-    const bool inserted = store().insert(k, value_buf_.written());
-    COWSTATE_ASSERT(inserted, "P2", "a spilled key group's range was not empty");
+    add_cold(batch, key_group, key, ns, state, 0);
     COWSTATE_YIELD("spill.entry");
   });
+  const bool twice = sort_cold(batch).has_value();
+  COWSTATE_ASSERT(!twice, "B2", "a heap map holding one (key, namespace) twice");
+  const std::size_t stored = store_cold(batch);
+  COWSTATE_ASSERT(stored == batch.records.size(), "P2",
+                  "a spilled key group's range was not empty");
+}
+
+template <class KS, class NS, class SS, class KH>
+void StateTable<KS, NS, SS, KH>::add_cold(ColdBatch& batch, std::int32_t key_group, const K& key,
+                                          const N& ns, const S& state, std::size_t file_offset) {
+  ByteWriter& buf = batch.buf;
+  typename ColdBatch::Record d{buf.size(), 0, 0, 0, file_offset};
+  buf.put_bytes(cold_prefix(cold_id_, key_group));
+  KS::write(buf, key);
+  NS::write(buf, ns);
+  d.key_size = buf.size() - d.key_at;
+  d.value_at = buf.size();
+  SS::write(buf, state);
+  d.value_size = buf.size() - d.value_at;
+  batch.records.push_back(d);
+}
+
+template <class KS, class NS, class SS, class KH>
+std::optional<std::size_t> StateTable<KS, NS, SS, KH>::sort_cold(ColdBatch& batch) {
+  const std::span<const std::byte> bytes = batch.buf.written();
+  // The cold tier's order (cold_store.cc): bytes, then the shorter first.
+  auto less = [&](const typename ColdBatch::Record& a, const typename ColdBatch::Record& b) {
+    const int c = std::memcmp(bytes.data() + a.key_at, bytes.data() + b.key_at,
+                              std::min(a.key_size, b.key_size));
+    return c != 0 ? c < 0 : a.key_size < b.key_size;
+  };
+  std::sort(batch.records.begin(), batch.records.end(), less);
+  for (std::size_t e = 1; e < batch.records.size(); ++e) {
+    if (!less(batch.records[e - 1], batch.records[e])) return e;
+  }
+  return std::nullopt;
+}
+
+template <class KS, class NS, class SS, class KH>
+std::size_t StateTable<KS, NS, SS, KH>::store_cold(const ColdBatch& batch) {
+  const std::span<const std::byte> bytes = batch.buf.written();
+  std::vector<ColdStore::Record> records;
+  records.reserve(batch.records.size());
+  for (const typename ColdBatch::Record& d : batch.records) {
+    records.push_back(
+        {bytes.subspan(d.key_at, d.key_size), bytes.subspan(d.value_at, d.value_size)});
+  }
+  return store().insert_sorted(records);
 }
 
 template <class KS, class NS, class SS, class KH>
@@ -436,14 +482,9 @@ Status StateTable<KS, NS, SS, KH>::read_entries_cold(ByteReader& r, std::size_t 
   S state{};
   const KeyGroupAssigner key_group_of(max_parallelism());
   // The records are decoded into one buffer of cold keys and values, then stored in key
-  // order: a fresh table's range sorts after everything in the store, so LMDB appends them
-  // to its last page instead of searching for each (ColdStore::insert_sorted).
-  struct Decoded {
-    std::size_t key_at, key_size, value_at, value_size, file_offset;
-  };
-  std::vector<Decoded> decoded;
-  decoded.reserve(count);
-  ByteWriter buf;
+  // order (ColdBatch).
+  ColdBatch batch;
+  batch.records.reserve(count);
   for (std::uint64_t e = 0; e < count; ++e) {
     const std::size_t at = r.offset();
     state = S{};
@@ -454,41 +495,20 @@ Status StateTable<KS, NS, SS, KH>::read_entries_cold(ByteReader& r, std::size_t 
                                 std::to_string(g) +
                                 ": written with another key hash or max parallelism, or corrupt");
     }
-    Decoded d{buf.size(), 0, 0, 0, at};
-    buf.put_bytes(cold_prefix(cold_id_, key_group));
-    KS::write(buf, key);
-    NS::write(buf, ns);
-    d.key_size = buf.size() - d.key_at;
-    d.value_at = buf.size();
-    SS::write(buf, state);
-    d.value_size = buf.size() - d.value_at;
-    decoded.push_back(d);
+    add_cold(batch, key_group, key, ns, state, at);
   }
-  const std::span<const std::byte> bytes = buf.written();
-  auto key_of = [&](const Decoded& d) { return bytes.subspan(d.key_at, d.key_size); };
-  auto less = [&](const Decoded& a, const Decoded& b) {
-    const std::span<const std::byte> x = key_of(a);
-    const std::span<const std::byte> y = key_of(b);
-    const int c = std::memcmp(x.data(), y.data(), std::min(x.size(), y.size()));
-    return c != 0 ? c < 0 : x.size() < y.size();
-  };
-  std::sort(decoded.begin(), decoded.end(), less);
   const std::string duplicate = "expected a (key, namespace) not seen before in state \"" +
                                 meta().name + "\", found a duplicate";
-  for (std::size_t e = 1; e < decoded.size(); ++e) {
-    if (!less(decoded[e - 1], decoded[e])) {
-      return r.error_at(std::max(decoded[e - 1].file_offset, decoded[e].file_offset), duplicate);
-    }
-  }
-  std::vector<ColdStore::Record> records;
-  records.reserve(decoded.size());
-  for (const Decoded& d : decoded) {
-    records.push_back({key_of(d), bytes.subspan(d.value_at, d.value_size)});
+  if (const std::optional<std::size_t> e = sort_cold(batch)) {
+    return r.error_at(std::max(batch.records[*e - 1].file_offset, batch.records[*e].file_offset),
+                      duplicate);
   }
   try {
-    const std::size_t stored = store().insert_sorted(records);
+    const std::size_t stored = store_cold(batch);
     cold_entries_[i] += stored;
-    if (stored < records.size()) return r.error_at(decoded[stored].file_offset, duplicate);
+    if (stored < batch.records.size()) {
+      return r.error_at(batch.records[stored].file_offset, duplicate);
+    }
   } catch (const ColdStoreError& e) {
     return Status::error("restoring key group " + std::to_string(key_group) + " of state \"" +
                          meta().name + "\" into the cold tier: " + e.what());
