@@ -20,15 +20,14 @@
 //
 // Opened for speed
 // ----------------
-// Nothing here needs to survive the process (checkpoints give durability), so the
-// environment is opened in a fresh directory whose files and name are removed right after
-// the open (LMDB keeps working through its descriptors and maps, and a crashed or killed
-// process leaves nothing on disk), and is opened with MDB_NOSYNC and
-// MDB_NOMETASYNC (no fsync), MDB_WRITEMAP (writes go straight into the map), MDB_NORDAHEAD
-// (random access) and MDB_NOTLS (reader slots belong to transactions, not threads: several
-// read transactions live on one thread, and one may be used on a thread other than the one
-// that began it, as a checkpoint's async phase does). The map size is a reservation of
-// address space (the file is sparse).
+// Nothing here needs to survive the process (checkpoints give durability). The environment
+// lives in a fresh directory, which is removed with its files right after the open: LMDB
+// keeps working through its descriptors and maps, and a crashed or killed process leaves
+// nothing on disk. Its flags: MDB_NOSYNC and MDB_NOMETASYNC (no fsync), MDB_WRITEMAP (writes
+// go straight into the map), MDB_NORDAHEAD (random access) and MDB_NOTLS (reader slots belong
+// to transactions, not threads: several read transactions live on one thread, and one may be
+// used on a thread other than the one that began it, as a checkpoint's async phase does).
+// The map size is a reservation of address space (the file is sparse).
 //
 // Transactions
 // ------------
