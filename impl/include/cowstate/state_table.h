@@ -453,6 +453,15 @@ class StateTable final : public StateTableBase {
   void write_back(Slot& slot);
   // Writes back the dirty slots of `key_group` (-1: all).
   void flush_cached(std::int32_t key_group);
+  // The error for a record at offset `at` of `r` whose key hashes to key group `found`
+  // in a block of `key_group` (restore and delta alike).
+  Status wrong_key_group(const ByteReader& r, std::size_t at, std::int32_t key_group,
+                         std::int32_t found) const {
+    return r.error_at(at, "expected a key of key group " + std::to_string(key_group) +
+                              " (state \"" + meta().name + "\"), found one of key group " +
+                              std::to_string(found) +
+                              ": written with another key hash or max parallelism, or corrupt");
+  }
   // Decodes `count` records of `r` into a fresh heap map of key group slot `i`.
   Status read_entries_heap(ByteReader& r, std::size_t i, std::int32_t key_group,
                            std::uint64_t count);
@@ -766,13 +775,7 @@ Status StateTable<KS, NS, SS, KH>::read_entries_heap(ByteReader& r, std::size_t 
     state = S{};
     if (Status st = read_record<KS, NS, SS>(r, key, ns, state); !st.ok()) return st;
     const std::int32_t g = key_group_of(KH{}(key));
-    if (g != key_group) {
-      return r.error_at(at, "expected a key of key group " + std::to_string(key_group) +
-                                " (state \"" + meta().name + "\"), found one of key group " +
-                                std::to_string(g) +
-                                ": written with another key hash or max parallelism, or corrupt");
-    }
-    return Status();
+    return g == key_group ? Status() : wrong_key_group(r, at, key_group, g);
   };
   const std::size_t begin = r.offset();
   typename Map::Loader loader =
@@ -838,13 +841,7 @@ Status StateTable<KS, NS, SS, KH>::apply_delta(ByteReader& r, std::int32_t key_g
     if (Status st = KS::read(r, key); !st.ok()) return st;
     if (Status st = NS::read(r, ns); !st.ok()) return st;
     const std::int32_t g = key_group_of(KH{}(key));
-    if (g != key_group) {
-      return r.error_at(at + 1, "expected a key of key group " + std::to_string(key_group) +
-                                    " (state \"" + meta().name + "\"), found one of key group " +
-                                    std::to_string(g) +
-                                    ": written with another key hash or max parallelism, or "
-                                    "corrupt");
-    }
+    if (g != key_group) return wrong_key_group(r, at + 1, key_group, g);
     if (kind == DeltaRecordKind::remove) {
       if (maps_[i] != nullptr) {
         maps_[i]->remove(key, ns);

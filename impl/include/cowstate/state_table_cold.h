@@ -490,10 +490,7 @@ Status StateTable<KS, NS, SS, KH>::read_entries_cold(ByteReader& r, std::size_t 
     state = S{};
     if (Status st = read_record<KS, NS, SS>(r, key, ns, state); !st.ok()) return st;
     if (const std::int32_t g = key_group_of(KH{}(key)); g != key_group) {
-      return r.error_at(at, "expected a key of key group " + std::to_string(key_group) +
-                                " (state \"" + meta().name + "\"), found one of key group " +
-                                std::to_string(g) +
-                                ": written with another key hash or max parallelism, or corrupt");
+      return wrong_key_group(r, at, key_group, g);
     }
     add_cold(batch, key_group, key, ns, state, at);
   }
